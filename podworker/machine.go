@@ -1,0 +1,679 @@
+package podworker
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/internal/jitter"
+	"github.com/podkit/podkit/internal/timerheap"
+)
+
+// machine is the pod workers' state and every transition of it, with no
+// goroutines, locks or hooks: the driver (PodWorkers) serializes calls to it
+// and runs the hooks it hands out. Time is always passed in.
+//
+// Work moves through three places: a record with something to do now is in
+// a ready queue (termination work and setup work apart, so the driver can
+// prefer termination); a record waiting for a retry or resync is in the
+// delay heap; a record whose hook runs is in neither (fRunning).
+type machine struct {
+	records map[types.UID]*record
+	// static maps a static pod's full name to who holds it and who waits.
+	static map[string]*staticSlot
+	// podsSynced is set by the first SyncKnownPods: from then on an unknown
+	// UID is known not to run.
+	podsSynced bool
+
+	readyTerm, readySync queue
+	delayed              timerheap.Heap[*record]
+	// earliest is set when the delay heap's first due time moved earlier.
+	earliest bool
+
+	resync, backOff, maxBackOff time.Duration
+	metrics                     *metrics
+	// onMove, when set, is told of every stage change.
+	onMove func(r *record, from, to Stage, now time.Time)
+}
+
+// staticSlot serializes static pods sharing a full name: one holder at a
+// time, the others waiting in arrival order.
+type staticSlot struct {
+	holder     *record
+	head, tail *record
+}
+
+// killRequest is the part of KillPodOptions the machine keeps.
+type killRequest struct {
+	chans    [2]chan<- struct{}
+	evict    bool
+	statusFn func(*v1.PodStatus)
+	override *int64
+}
+
+// work is what one hook call needs, handed from begin to complete.
+type work struct {
+	state        State
+	runtimeOnly  bool
+	checkStopped bool
+	updateType   UpdateType
+	pod, mirror  *v1.Pod
+	runningPod   RuntimePod
+	grace        int64
+	statusFn     func(*v1.PodStatus)
+	startTime    time.Time
+	lastSync     time.Time
+}
+
+func newMachine(resync, backOff, maxBackOff time.Duration, m *metrics) *machine {
+	return &machine{
+		records:    map[types.UID]*record{},
+		static:     map[string]*staticSlot{},
+		resync:     resync,
+		backOff:    backOff,
+		maxBackOff: maxBackOff,
+		metrics:    m,
+	}
+}
+
+func (m *machine) moved(r *record, from Stage, now time.Time) {
+	to := r.stage()
+	if m.records[r.uid] != r {
+		to = StageAbsent
+	}
+	if from == to {
+		return
+	}
+	m.metrics.moved(from, to)
+	if m.onMove != nil {
+		m.onMove(r, from, to, now)
+	}
+}
+
+// apply records one validated update (UpdatePod).
+func (m *machine) apply(now time.Time, u update, k killRequest) {
+	runtimeOnly := u.pod == nil
+	var uid types.UID
+	var fullName string
+	if runtimeOnly {
+		uid, fullName = u.runningPod.UID, buildFullName(u.runningPod.Name, u.runningPod.Namespace)
+	} else {
+		uid, fullName = u.pod.UID, buildFullName(u.pod.Name, u.pod.Namespace)
+		u.runningPod = nil
+	}
+	if u.startTime.IsZero() {
+		u.startTime = now
+	}
+
+	r := m.records[uid]
+	first := r == nil
+	from := StageAbsent
+	if first {
+		r = &record{uid: uid, fullName: fullName, heapIdx: -1}
+		if !runtimeOnly {
+			if isStaticPod(u.pod) {
+				r.flags |= fStatic
+			}
+			if isTerminalPhase(u.pod) {
+				r.flags |= fFirstSeenTerminal
+			}
+		}
+		m.records[uid] = r
+		if r.has(fStatic) {
+			m.waitStatic(r)
+		}
+	} else {
+		from = r.stage()
+	}
+	defer m.moved(r, from, now)
+
+	pod := u.pod
+	if runtimeOnly {
+		r.flags |= fObservedRuntime
+		if p := r.knownPod(); p != nil {
+			// A runtime kill of a pod the worker knows is a kill of that pod.
+			u.pod, u.runningPod, pod = p, nil, p
+		}
+	}
+
+	if !first && r.has(fTermRequested) && u.updateType == SyncPodCreate {
+		r.flags |= fRestartRequested
+		m.keepOrClose(r, k)
+		return
+	}
+	if r.has(fFinished) {
+		closeAll(k.chans[:])
+		return
+	}
+
+	becameTerminating := false
+	switch {
+	case r.has(fTermRequested):
+		// Decision D3: a later deletion or eviction still counts.
+		if runtimeOnly || pod.DeletionTimestamp != nil {
+			r.flags |= fDeleted
+		}
+		if u.updateType == SyncPodKill && k.evict {
+			r.flags |= fEvicted
+		}
+	case runtimeOnly, pod.DeletionTimestamp != nil:
+		r.flags |= fDeleted
+		becameTerminating = true
+	case isTerminalPhase(pod):
+		becameTerminating = true
+	case u.updateType == SyncPodKill:
+		if k.evict {
+			r.flags |= fEvicted
+		}
+		becameTerminating = true
+	}
+	if becameTerminating {
+		r.flags |= fTermRequested
+		m.unwaitStatic(r, now)
+	}
+
+	shortened := false
+	switch {
+	case r.has(fTerminated):
+		closeAll(k.chans[:])
+		if runtimeOnly {
+			// A stale runtime listing must not rerun cleanup.
+			return
+		}
+	case r.has(fTermRequested):
+		r.addCompleted(k.chans[:])
+		if k.statusFn != nil {
+			r.statusFn = k.statusFn
+		}
+		r.gracePeriod, shortened = effectiveGrace(r.gracePeriod, pod, k.override)
+	default:
+		// Decision D2: channels close when no container can run, not before.
+		r.addCompleted(k.chans[:])
+	}
+
+	if r.has(fHasPending) && r.pending.startTime.Before(u.startTime) {
+		u.startTime = r.pending.startTime
+	}
+	r.pending = u
+	r.flags |= fHasPending
+	m.makeReady(r)
+
+	if (becameTerminating || shortened) && r.cancel != nil {
+		r.cancel()
+		r.ctx, r.cancel = nil, nil
+	}
+}
+
+// keepOrClose attaches a request's channels to r, or closes them when r can
+// no longer have running containers.
+func (m *machine) keepOrClose(r *record, k killRequest) {
+	if r.has(fTerminated) || r.has(fFinished) {
+		closeAll(k.chans[:])
+		return
+	}
+	r.addCompleted(k.chans[:])
+}
+
+func (r *record) addCompleted(chans []chan<- struct{}) {
+	for _, ch := range chans {
+		if ch != nil {
+			r.completed = append(r.completed, ch)
+		}
+	}
+}
+
+// closeCompleted closes and forgets every channel waiting on r.
+func (r *record) closeCompleted() {
+	closeAll(r.completed)
+	r.completed = nil
+}
+
+// detach forgets ch without closing it (a KillPod whose ctx ended).
+func (r *record) detach(ch chan<- struct{}) {
+	for i, c := range r.completed {
+		if c == ch {
+			r.completed = append(r.completed[:i], r.completed[i+1:]...)
+			if len(r.completed) == 0 {
+				r.completed = nil
+			}
+			return
+		}
+	}
+}
+
+// closeAll closes every non-nil channel. A channel the caller already closed
+// (a contract violation) is survived rather than crashing the engine.
+func closeAll(chans []chan<- struct{}) {
+	for _, ch := range chans {
+		if ch != nil {
+			closeQuietly(ch)
+		}
+	}
+}
+
+func closeQuietly(ch chan<- struct{}) {
+	defer func() { _ = recover() }()
+	close(ch)
+}
+
+// makeReady puts r in the ready queue that fits its work, unless its hook
+// is running (the driver looks for pending work when the hook returns).
+func (m *machine) makeReady(r *record) {
+	if r.has(fRunning) {
+		return
+	}
+	if r.heapIdx >= 0 {
+		m.delayed.Remove(r)
+	}
+	terminating := r.state() != Syncing
+	if r.has(fQueued) {
+		if !terminating || r.has(fQueuedTerm) {
+			return
+		}
+		// Its work turned into termination work: move it to that queue.
+		m.readySync.remove(r)
+		m.readyTerm.push(r)
+		r.flags |= fQueuedTerm
+		return
+	}
+	r.flags |= fQueued
+	if terminating {
+		r.flags |= fQueuedTerm
+		m.readyTerm.push(r)
+	} else {
+		m.readySync.push(r)
+	}
+}
+
+func (m *machine) readyLen() int { return m.readyTerm.n + m.readySync.n }
+
+// popReady takes the next record to work on, termination work first.
+func (m *machine) popReady() *record {
+	r := m.readyTerm.pop()
+	if r == nil {
+		r = m.readySync.pop()
+	}
+	if r != nil {
+		r.flags &^= fQueued | fQueuedTerm
+	}
+	return r
+}
+
+// unqueue takes r out of whichever ready queue or heap holds it.
+func (m *machine) unqueue(r *record) {
+	if r.has(fQueuedTerm) {
+		m.readyTerm.remove(r)
+	} else if r.has(fQueued) {
+		m.readySync.remove(r)
+	}
+	r.flags &^= fQueued | fQueuedTerm
+	if r.heapIdx >= 0 {
+		m.delayed.Remove(r)
+	}
+}
+
+// delay schedules r to run again at due.
+func (m *machine) delay(r *record, due time.Time) {
+	r.due = due
+	if r.heapIdx >= 0 {
+		m.delayed.Fix(r)
+	} else {
+		m.delayed.Push(r)
+	}
+	if first, _ := m.delayed.Peek(); first == r {
+		m.earliest = true
+	}
+}
+
+// fireDue moves every record due by now from the delay heap to a ready
+// queue, replaying its last update, and returns the next due time.
+func (m *machine) fireDue(now time.Time) (next time.Time, ok bool) {
+	for {
+		r, found := m.delayed.Peek()
+		if !found {
+			return time.Time{}, false
+		}
+		if r.due.After(now) {
+			return r.due, true
+		}
+		m.delayed.Remove(r)
+		m.requeueLast(r)
+		if r.has(fHasPending) {
+			m.makeReady(r)
+		}
+	}
+}
+
+// requeueLast replays the last update as a SyncPodSync, unless an update is
+// already pending or the worker never acted on one.
+func (m *machine) requeueLast(r *record) {
+	if r.has(fHasPending) || (r.pod == nil && r.runningPod == nil) {
+		return
+	}
+	r.pending = update{updateType: SyncPodSync, pod: r.pod, mirror: r.mirror, runningPod: r.runningPod}
+	r.flags |= fHasPending
+}
+
+// begin consumes r's pending update and returns the hook call to make, or
+// ok false when there is nothing to run (the pod waits for its static slot,
+// or will never start).
+func (m *machine) begin(r *record, now time.Time) (w work, ok bool) {
+	if !r.has(fHasPending) || r.has(fFinished) {
+		r.flags &^= fHasPending
+		return w, false
+	}
+	from := r.stage()
+	u := r.pending
+	if !r.has(fStarted) && !(u.pod == nil && r.has(fTermRequested)) {
+		allow, never := m.allowStart(r)
+		if never {
+			m.cleanupUnstarted(r)
+			m.moved(r, from, now)
+			return w, false
+		}
+		if !allow {
+			// Parked: the slot's release makes it ready again (decision D7).
+			return w, false
+		}
+		r.flags |= fStarted
+	}
+	r.flags &^= fHasPending
+	r.pending = update{}
+	if u.pod != nil {
+		r.pod = u.pod
+	}
+	r.runningPod = u.runningPod
+	if u.mirror != nil {
+		r.mirror = u.mirror
+	}
+
+	w = work{
+		state:      r.state(),
+		updateType: u.updateType,
+		pod:        r.pod,
+		mirror:     r.mirror,
+		startTime:  u.startTime,
+		lastSync:   r.lastSync,
+	}
+	if w.state == Terminating {
+		r.flags |= fTermStarted
+		if r.gracePeriod == 0 {
+			r.gracePeriod, _ = effectiveGrace(0, r.pod, nil)
+		}
+		w.grace = r.gracePeriod
+		w.statusFn = r.statusFn
+		w.checkStopped = r.has(fFirstSeenTerminal)
+		if r.pod == nil && r.runningPod != nil {
+			w.runtimeOnly = true
+			w.runningPod = *r.runningPod
+		}
+	}
+	r.flags |= fRunning
+	m.moved(r, from, now)
+	return w, true
+}
+
+// complete applies the outcome of the hook begin handed out.
+func (m *machine) complete(r *record, w work, terminal bool, err error, now time.Time) {
+	r.flags &^= fRunning
+	r.lastSync = now
+	if m.records[r.uid] != r {
+		return
+	}
+	from := r.stage()
+	defer m.moved(r, from, now)
+
+	if err != nil {
+		m.metrics.retries[w.state].Inc()
+		if r.has(fHasPending) {
+			// A newer update is waiting: it runs now.
+			m.makeReady(r)
+			return
+		}
+		d, given := retryDelayOf(err)
+		if given {
+			d = min(max(d, 0), m.maxBackOff)
+		} else {
+			if r.backoff == 0 {
+				r.backoff = m.backOff
+			} else {
+				r.backoff = min(2*r.backoff, m.maxBackOff)
+			}
+			d = jitter.Up(r.backoff, 0.5)
+		}
+		m.delay(r, now.Add(d))
+		return
+	}
+	r.backoff = 0
+
+	switch w.state {
+	case Syncing:
+		if terminal {
+			// The pod finished on its own: stop it (nothing to cancel).
+			if !r.has(fTermRequested) {
+				r.flags |= fTermRequested
+				r.gracePeriod, _ = effectiveGrace(r.gracePeriod, r.pod, nil)
+			}
+			r.flags |= fTermStarted
+			m.requeueLast(r)
+			m.makeReady(r)
+			return
+		}
+		if r.has(fHasPending) {
+			m.makeReady(r)
+		} else if m.resync > 0 {
+			m.delay(r, now.Add(jitter.Up(m.resync, 0.5)))
+		}
+	case Terminating:
+		r.flags |= fTerminated
+		r.flags &^= fFirstSeenTerminal
+		r.closeCompleted()
+		r.statusFn = nil
+		if w.runtimeOnly {
+			// Nothing else to clean up for a pod known only from the runtime.
+			r.flags |= fFinished
+			m.forget(r, now)
+			return
+		}
+		m.requeueLast(r)
+		m.makeReady(r)
+	case Terminated:
+		r.flags |= fFinished
+		r.flags &^= fHasPending
+		r.pending = update{}
+		r.closeCompleted()
+		if r.cancel != nil {
+			r.cancel()
+			r.ctx, r.cancel = nil, nil
+		}
+		m.releaseStatic(r)
+	}
+}
+
+// allowStart decides whether r may start now. Non-static pods always may.
+// Static pods take their full name's slot in arrival order; one whose
+// termination was requested before it started never starts.
+func (m *machine) allowStart(r *record) (allow, never bool) {
+	if !r.has(fStatic) {
+		return true, false
+	}
+	if r.has(fTermRequested) {
+		return false, true
+	}
+	s := m.static[r.fullName]
+	switch {
+	case s == nil:
+		s = &staticSlot{}
+		m.static[r.fullName] = s
+	case s.holder == r:
+		return true, false
+	case s.holder != nil, s.head != nil && s.head != r:
+		return false, false
+	}
+	if r.has(fWaiting) {
+		s.unlink(r)
+	}
+	s.holder = r
+	return true, false
+}
+
+// cleanupUnstarted finishes a pod that will never start: no hook runs.
+func (m *machine) cleanupUnstarted(r *record) {
+	r.flags |= fTerminated | fFinished
+	r.flags &^= fHasPending
+	r.pending = update{}
+	r.closeCompleted()
+	m.releaseStatic(r)
+}
+
+// waitStatic appends a new static record to its full name's waiting list.
+func (m *machine) waitStatic(r *record) {
+	s := m.static[r.fullName]
+	if s == nil {
+		s = &staticSlot{}
+		m.static[r.fullName] = s
+	}
+	r.wprev, r.wnext = s.tail, nil
+	if s.tail != nil {
+		s.tail.wnext = r
+	} else {
+		s.head = r
+	}
+	s.tail = r
+	r.flags |= fWaiting
+}
+
+func (s *staticSlot) unlink(r *record) {
+	if r.wprev != nil {
+		r.wprev.wnext = r.wnext
+	} else {
+		s.head = r.wnext
+	}
+	if r.wnext != nil {
+		r.wnext.wprev = r.wprev
+	} else {
+		s.tail = r.wprev
+	}
+	r.wprev, r.wnext = nil, nil
+	r.flags &^= fWaiting
+}
+
+// unwaitStatic takes r out of its waiting list (its termination was
+// requested, or it is forgotten) and wakes the next in line if the slot is
+// free.
+func (m *machine) unwaitStatic(r *record, _ time.Time) {
+	if !r.has(fWaiting) {
+		return
+	}
+	s := m.static[r.fullName]
+	s.unlink(r)
+	m.wakeStatic(r.fullName, s)
+}
+
+// releaseStatic frees r's slot if it holds it and starts the next waiting
+// pod (decision D7).
+func (m *machine) releaseStatic(r *record) {
+	if !r.has(fStatic) {
+		return
+	}
+	s := m.static[r.fullName]
+	if s == nil {
+		return
+	}
+	if r.has(fWaiting) {
+		s.unlink(r)
+	}
+	if s.holder == r {
+		s.holder = nil
+	}
+	m.wakeStatic(r.fullName, s)
+}
+
+func (m *machine) wakeStatic(fullName string, s *staticSlot) {
+	switch {
+	case s.holder != nil:
+	case s.head != nil:
+		if s.head.has(fHasPending) {
+			m.makeReady(s.head)
+		}
+	default:
+		delete(m.static, fullName)
+	}
+}
+
+// forget removes r entirely. r's hook must not be running.
+func (m *machine) forget(r *record, now time.Time) {
+	from := r.stage()
+	m.unqueue(r)
+	if r.has(fWaiting) || r.has(fStatic) {
+		m.releaseStatic(r)
+	}
+	if r.cancel != nil {
+		r.cancel()
+		r.ctx, r.cancel = nil, nil
+	}
+	r.closeCompleted()
+	delete(m.records, r.uid)
+	m.moved(r, from, now)
+}
+
+// syncKnown implements SyncKnownPods.
+func (m *machine) syncKnown(desired map[types.UID]struct{}, now time.Time) map[types.UID]PodWorkerSync {
+	m.podsSynced = true
+	out := make(map[types.UID]PodWorkerSync, len(m.records))
+	for uid, r := range m.records {
+		_, want := desired[uid]
+		orphan := !want
+		if (orphan || r.has(fRestartRequested)) && m.removeIfDone(r, orphan, now) {
+			continue
+		}
+		p := r.knownPod()
+		out[uid] = PodWorkerSync{State: r.state(), Orphan: orphan, HasConfig: p != nil, Static: r.has(fStatic)}
+	}
+	return out
+}
+
+// removeIfDone forgets r when it is finished or never started, and drives
+// a live orphan to termination. It reports whether r was forgotten.
+func (m *machine) removeIfDone(r *record, orphan bool, now time.Time) bool {
+	if r.has(fFinished) {
+		m.forget(r, now)
+		return true
+	}
+	if !orphan {
+		return false
+	}
+	from := r.stage()
+	r.flags |= fDeleted
+	switch {
+	case !r.has(fStarted) && !r.has(fObservedRuntime) && !r.has(fRunning):
+		m.forget(r, now)
+		return true
+	case r.has(fStarted) && !r.has(fTermRequested):
+		// Decision D9: an orphan stops with its computed grace period.
+		r.flags |= fTermRequested
+		r.gracePeriod, _ = effectiveGrace(r.gracePeriod, r.pod, nil)
+		if r.cancel != nil {
+			r.cancel()
+			r.ctx, r.cancel = nil, nil
+		}
+		m.requeueLast(r)
+		m.makeReady(r)
+	}
+	m.moved(r, from, now)
+	return false
+}
+
+func buildFullName(name, namespace string) string { return name + "_" + namespace }
+
+func isTerminalPhase(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+// isStaticPod reports whether the pod came from a source other than the
+// API server (the kubernetes.io/config.source annotation).
+func isStaticPod(pod *v1.Pod) bool {
+	src, ok := pod.Annotations["kubernetes.io/config.source"]
+	return ok && src != "api"
+}

@@ -1,0 +1,158 @@
+package podworker
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Transition is one change of a pod worker's Stage.
+type Transition struct {
+	UID      types.UID
+	FullName string
+	From, To Stage
+	// Time is the engine clock's time of the change.
+	Time time.Time
+}
+
+// Subscription is a registration made by Subscribe.
+type Subscription struct {
+	ch      chan<- Transition
+	dropped atomic.Uint64
+	obs     *observers
+}
+
+// Dropped returns how many transitions could not be delivered because the
+// channel was full.
+func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+// Close ends the subscription: no transition is sent after Close returns.
+// The channel is not closed (it is the caller's). Close is idempotent.
+func (s *Subscription) Close() { s.obs.remove(s) }
+
+// observers fans transitions out to subscriptions and waiters. Its methods
+// are called with the engine's lock held (moved) or take their own lock.
+type observers struct {
+	mu      sync.Mutex
+	subs    []*Subscription
+	waiters map[types.UID][]chan struct{}
+	closed  bool
+}
+
+// moved is the machine's onMove: it never blocks.
+func (o *observers) moved(r *record, from, to Stage, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.subs) > 0 {
+		t := Transition{UID: r.uid, FullName: r.fullName, From: from, To: to, Time: now}
+		for _, s := range o.subs {
+			select {
+			case s.ch <- t:
+			default:
+				s.dropped.Add(1)
+			}
+		}
+	}
+	for _, ch := range o.waiters[r.uid] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (o *observers) add(s *Subscription) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.closed {
+		o.subs = append(o.subs, s)
+	}
+}
+
+func (o *observers) remove(s *Subscription) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i, x := range o.subs {
+		if x == s {
+			o.subs = append(o.subs[:i:i], o.subs[i+1:]...)
+			return
+		}
+	}
+}
+
+func (o *observers) addWaiter(uid types.UID, ch chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.waiters == nil {
+		o.waiters = map[types.UID][]chan struct{}{}
+	}
+	o.waiters[uid] = append(o.waiters[uid], ch)
+}
+
+func (o *observers) removeWaiter(uid types.UID, ch chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	list := o.waiters[uid]
+	for i, x := range list {
+		if x == ch {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(o.waiters, uid)
+	} else {
+		o.waiters[uid] = list
+	}
+}
+
+func (o *observers) closeAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
+	o.subs = nil
+}
+
+// Subscribe sends every later stage change of every worker to ch, in the
+// order they happen. Sends never block the engine: when ch is full the
+// transition is dropped and counted (Subscription.Dropped), so give ch a
+// buffer that fits the expected burst. Subscriptions end when Run returns,
+// or with Close. The channel is never closed by the engine.
+func (w *PodWorkers[T]) Subscribe(ch chan<- Transition) *Subscription {
+	s := &Subscription{ch: ch, obs: &w.obs}
+	w.obs.add(s)
+	return s
+}
+
+// WaitFor blocks until cond holds for the worker of uid, and returns the
+// snapshot it held for; ok is false when the engine had no worker for uid.
+// cond is called from WaitFor's goroutine, at once and after each stage
+// change of uid, without the engine's lock. Stages can pass quickly, so
+// write cond as a threshold (for example info.Stage >= StageTerminated)
+// rather than an equality. WaitFor returns ctx.Err() when ctx ends and
+// ErrStopped when the engine stops first.
+func (w *PodWorkers[T]) WaitFor(ctx context.Context, uid types.UID, cond func(info PodInfo, ok bool) bool) (info PodInfo, ok bool, err error) {
+	wake := make(chan struct{}, 1)
+	w.obs.addWaiter(uid, wake)
+	defer w.obs.removeWaiter(uid, wake)
+	for {
+		info, ok = w.Pod(uid)
+		if cond(info, ok) {
+			return info, ok, nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return info, ok, ctx.Err()
+		case <-w.done:
+			info, ok = w.Pod(uid)
+			if cond(info, ok) {
+				return info, ok, nil
+			}
+			return info, ok, ErrStopped
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package podworker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+)
+
+// Options configure PodWorkers. The zero value is valid: every field says
+// what it defaults to.
+type Options[T any] struct {
+	// Status gives the hooks the pod's runtime status. Defaults to none:
+	// hooks get the zero T. If it also implements StoppedChecker, pods first
+	// seen in a terminal phase may skip SyncTerminatingPod.
+	Status StatusSource[T]
+	// MaxConcurrentSyncs caps how many hooks run at once, across all pods.
+	// When the cap is reached, waiting termination work runs before waiting
+	// setup work. Defaults to 0: no cap, as in the kubelet. Negative is an
+	// error.
+	MaxConcurrentSyncs int
+	// ResyncInterval is how long after a successful SyncPod the engine calls
+	// SyncPod again (as SyncPodSync), jittered up by to 50%. Defaults to one
+	// minute. A negative value disables resyncs.
+	ResyncInterval time.Duration
+	// BackOff is the first delay after a failed hook; each further failure
+	// of the same pod doubles it, up to MaxBackOff. Delays are jittered up by
+	// to 50%. A success resets it. Defaults to one second.
+	BackOff time.Duration
+	// MaxBackOff caps the backoff. Defaults to two minutes, or BackOff when
+	// that is larger. It must not be below BackOff.
+	MaxBackOff time.Duration
+	// Clock is the source of all time and timers. Defaults to the real
+	// clock; tests use k8s.io/utils/clock/testing or testing/synctest.
+	Clock clock.WithTicker
+	// Logger receives the engine's logs: errors and panics at level 0,
+	// per-pod detail at V(4) and above. Defaults to the zero Logger, which
+	// discards. Each hook's ctx carries it (logr.FromContext) with the pod's
+	// UID and full name.
+	Logger logr.Logger
+	// Metrics makes the engine's metrics. Defaults to none (no-ops).
+	Metrics MetricsProvider
+}
+
+const (
+	defaultResyncInterval = time.Minute
+	defaultBackOff        = time.Second
+	defaultMaxBackOff     = 2 * time.Minute
+)
+
+// complete checks o and fills in its defaults. o is the caller's copy.
+func (o *Options[T]) complete() error {
+	if o.MaxConcurrentSyncs < 0 {
+		return fmt.Errorf("podworker: MaxConcurrentSyncs is %d; want 0 (no cap) or more", o.MaxConcurrentSyncs)
+	}
+	if o.BackOff < 0 {
+		return fmt.Errorf("podworker: BackOff is %v; want 0 (default) or more", o.BackOff)
+	}
+	if o.MaxBackOff < 0 {
+		return fmt.Errorf("podworker: MaxBackOff is %v; want 0 (default) or more", o.MaxBackOff)
+	}
+	if o.BackOff != 0 && o.MaxBackOff != 0 && o.MaxBackOff < o.BackOff {
+		return fmt.Errorf("podworker: MaxBackOff %v is below BackOff %v", o.MaxBackOff, o.BackOff)
+	}
+	if o.ResyncInterval == 0 {
+		o.ResyncInterval = defaultResyncInterval
+	}
+	if o.BackOff == 0 {
+		o.BackOff = defaultBackOff
+	}
+	if o.MaxBackOff == 0 {
+		o.MaxBackOff = max(defaultMaxBackOff, o.BackOff)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return nil
+}

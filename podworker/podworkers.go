@@ -1,0 +1,416 @@
+package podworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// runState is where a PodWorkers is in its own life.
+type runState int
+
+const (
+	notRunning runState = iota
+	running
+	stopped
+)
+
+// PodWorkers runs a PodSyncer's hooks for every pod it is told about: one
+// serialized worker per pod UID, with updates coalesced so only the newest
+// desired state is synced, retries and resyncs of its own, and a window
+// (IsPodKnownTerminated, CouldHaveRunningContainers, ...) that tells every
+// other loop of the agent where each pod stands.
+//
+// Create it with New, start it with Run, feed it with UpdatePod (usually
+// through lifecycle.Handler) and SyncKnownPods. All methods are safe for
+// concurrent use from any goroutine.
+type PodWorkers[T any] struct {
+	syncer  PodSyncer[T]
+	runtime RuntimePodSyncer
+	status  StatusSource[T]
+	stopped StoppedChecker[T]
+	clock   clock.WithTicker
+	log     logr.Logger
+	max     int
+
+	// mu guards everything below. It is never held while a hook, the
+	// StatusSource or a waiter's condition runs.
+	mu    sync.Mutex
+	m     *machine
+	state runState
+	// workers counts live worker goroutines; starting counts those that
+	// have not yet taken their first record.
+	workers, starting int
+	// baseCtx is the parent of every hook context; Run cancels it on exit.
+	baseCtx    context.Context
+	baseCancel context.CancelFunc
+	wg         sync.WaitGroup
+	// kick wakes Run's timer loop when the delay heap's head moved earlier.
+	kick chan struct{}
+	// done is closed when Run has returned.
+	done chan struct{}
+	obs  observers
+}
+
+// New returns a PodWorkers that calls syncer's hooks. It starts nothing: call
+// Run. Updates given before Run are kept and acted on once it runs. The
+// returned error says which option is invalid; syncer must not be nil.
+func New[T any](syncer PodSyncer[T], opts Options[T]) (*PodWorkers[T], error) {
+	if syncer == nil {
+		return nil, errors.New("podworker: New needs a PodSyncer, got nil")
+	}
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
+	w := &PodWorkers[T]{
+		syncer: syncer,
+		status: opts.Status,
+		clock:  opts.Clock,
+		log:    opts.Logger,
+		max:    opts.MaxConcurrentSyncs,
+		kick:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	w.runtime, _ = syncer.(RuntimePodSyncer)
+	if opts.Status != nil {
+		w.stopped, _ = opts.Status.(StoppedChecker[T])
+	}
+	w.m = newMachine(opts.ResyncInterval, opts.BackOff, opts.MaxBackOff, newMetrics(opts.Metrics))
+	w.m.onMove = w.obs.moved
+	return w, nil
+}
+
+// Run dispatches work until ctx ends, then shuts down: it cancels the
+// context of every running hook, waits for every hook it started to return,
+// and returns nil. Nothing the engine started is left running. After Run
+// has returned, UpdatePod and KillPod return ErrStopped; the window and the
+// snapshots still answer, from the state at shutdown.
+//
+// Run may be called once. A second call while it runs is an error; a call
+// after it returned returns ErrStopped.
+func (w *PodWorkers[T]) Run(ctx context.Context) error {
+	w.mu.Lock()
+	switch w.state {
+	case running:
+		w.mu.Unlock()
+		return errors.New("podworker: Run called while already running")
+	case stopped:
+		w.mu.Unlock()
+		return ErrStopped
+	}
+	w.state = running
+	w.baseCtx, w.baseCancel = context.WithCancel(context.WithoutCancel(ctx))
+	w.spawnLocked(0)
+	w.mu.Unlock()
+
+	var timer clock.Timer
+	for {
+		w.mu.Lock()
+		next, ok := w.m.fireDue(w.clock.Now())
+		w.m.earliest = false
+		w.spawnLocked(0)
+		w.mu.Unlock()
+
+		var fire <-chan time.Time
+		if ok {
+			wait := next.Sub(w.clock.Now())
+			if timer == nil {
+				timer = w.clock.NewTimer(wait)
+			} else {
+				timer.Stop()
+				timer.Reset(wait)
+			}
+			fire = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			w.shutdown()
+			return nil
+		case <-w.kick:
+		case <-fire:
+		}
+	}
+}
+
+func (w *PodWorkers[T]) shutdown() {
+	w.mu.Lock()
+	w.state = stopped
+	w.baseCancel()
+	w.mu.Unlock()
+	w.wg.Wait()
+	close(w.done)
+	w.obs.closeAll()
+}
+
+// spawnLocked starts worker goroutines for ready work that no worker is
+// about to take: poppers is how many live workers will pop next anyway.
+func (w *PodWorkers[T]) spawnLocked(poppers int) {
+	if w.state != running {
+		return
+	}
+	for w.starting+poppers < w.m.readyLen() && (w.max == 0 || w.workers < w.max) {
+		w.workers++
+		w.starting++
+		w.wg.Add(1)
+		go w.work()
+	}
+}
+
+// afterChangeLocked does what every state change may require: start
+// workers and wake the timer loop.
+func (w *PodWorkers[T]) afterChangeLocked(poppers int) {
+	w.spawnLocked(poppers)
+	if w.m.earliest {
+		w.m.earliest = false
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// work is a worker goroutine: it runs ready hooks until none is left.
+func (w *PodWorkers[T]) work() {
+	defer w.wg.Done()
+	w.mu.Lock()
+	w.starting--
+	for w.state == running {
+		r := w.m.popReady()
+		if r == nil {
+			break
+		}
+		wk, ok := w.m.begin(r, w.clock.Now())
+		if !ok {
+			continue
+		}
+		ctx := w.hookContextLocked(r)
+		w.mu.Unlock()
+
+		terminal, err := w.run(ctx, r, &wk)
+
+		w.mu.Lock()
+		w.m.complete(r, wk, terminal, err, w.clock.Now())
+		w.afterChangeLocked(1)
+	}
+	w.workers--
+	w.mu.Unlock()
+}
+
+// hookContextLocked returns r's hook context, making it when needed.
+func (w *PodWorkers[T]) hookContextLocked(r *record) context.Context {
+	if r.ctx == nil {
+		ctx, cancel := context.WithCancel(w.baseCtx)
+		if w.log.GetSink() != nil {
+			ctx = logr.NewContext(ctx, w.log.WithValues("podUID", r.uid, "pod", r.fullName))
+		}
+		r.ctx, r.cancel = ctx, cancel
+	}
+	return r.ctx
+}
+
+// run makes one hook call, turning a panic into an error.
+func (w *PodWorkers[T]) run(ctx context.Context, r *record, wk *work) (terminal bool, err error) {
+	m := w.m.metrics
+	start := w.clock.Now()
+	if !wk.startTime.IsZero() {
+		m.dispatch.Observe(start.Sub(wk.startTime).Seconds())
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			perr := &panicError{value: p, stack: debug.Stack()}
+			m.panics.Inc()
+			w.log.Error(perr, "Pod hook panicked; it will be retried", "podUID", r.uid, "pod", r.fullName, "state", wk.state, "stack", string(perr.stack))
+			terminal, err = false, perr
+		} else if err != nil && !errors.Is(err, context.Canceled) {
+			w.log.Error(err, "Pod hook failed; it will be retried", "podUID", r.uid, "pod", r.fullName, "state", wk.state)
+		}
+		m.syncDuration[wk.state].Observe(w.clock.Since(start).Seconds())
+	}()
+	if wk.runtimeOnly {
+		if w.runtime == nil {
+			return false, fmt.Errorf("podworker: pod %s (%s) is known only from the runtime and the PodSyncer does not implement RuntimePodSyncer", r.fullName, r.uid)
+		}
+		return false, w.runtime.SyncTerminatingRuntimePod(ctx, wk.runningPod)
+	}
+	var status T
+	if w.status != nil {
+		if status, err = w.status.PodStatus(ctx, r.uid, wk.lastSync); err != nil {
+			return false, fmt.Errorf("podworker: reading the status of pod %s (%s): %w", r.fullName, r.uid, err)
+		}
+	}
+	switch wk.state {
+	case Syncing:
+		return w.syncer.SyncPod(ctx, wk.updateType, wk.pod, wk.mirror, status)
+	case Terminating:
+		if wk.checkStopped && w.stopped != nil && w.stopped.NothingRunning(status) {
+			return false, nil
+		}
+		return false, w.syncer.SyncTerminatingPod(ctx, wk.pod, status, wk.grace, wk.statusFn)
+	default:
+		return false, w.syncer.SyncTerminatedPod(ctx, wk.pod, status)
+	}
+}
+
+// UpdatePod records a desired state for a pod and returns at once; the
+// pod's worker acts on it when it can. Updates to one UID coalesce: a
+// worker busy with a hook runs only the newest update when the hook
+// returns. UpdatePod never blocks on hooks and may be called from any
+// goroutine, including from inside a hook.
+//
+// It returns an error wrapping ErrInvalidUpdate for input it rejects (no pod
+// and no RunningPod, a pod without UID, a RunningPod with a non-kill update,
+// a mirror pod whose full name differs from the pod's, a negative grace
+// override, an unknown update type), ErrStopped once Run has returned, and
+// ctx.Err() when ctx has already ended. With an error nothing is recorded
+// and no CompletedCh is closed. ctx is not retained.
+func (w *PodWorkers[T]) UpdatePod(ctx context.Context, opts UpdatePodOptions) error {
+	return w.updatePod(ctx, opts, nil)
+}
+
+func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, own chan<- struct{}) error {
+	if err := validate(&opts); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	u := update{updateType: opts.UpdateType, pod: opts.Pod, mirror: opts.MirrorPod, runningPod: opts.RunningPod, startTime: opts.StartTime}
+	k := killRequest{chans: [2]chan<- struct{}{nil, own}}
+	if ko := opts.KillPodOptions; ko != nil {
+		k.chans[0] = ko.CompletedCh
+		k.evict = ko.Evict
+		k.statusFn = ko.PodStatusFunc
+		k.override = ko.PodTerminationGracePeriodSecondsOverride
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state == stopped {
+		return ErrStopped
+	}
+	w.m.apply(w.clock.Now(), u, k)
+	w.afterChangeLocked(0)
+	return nil
+}
+
+func validate(o *UpdatePodOptions) error {
+	if !o.UpdateType.valid() {
+		return invalid("unknown update type %d", int(o.UpdateType))
+	}
+	if ko := o.KillPodOptions; ko != nil {
+		if g := ko.PodTerminationGracePeriodSecondsOverride; g != nil && *g < 0 {
+			return invalid("grace period override is %d seconds; want 0 or more", *g)
+		}
+	}
+	if o.Pod == nil {
+		switch {
+		case o.RunningPod == nil:
+			return invalid("neither Pod nor RunningPod is set")
+		case o.UpdateType != SyncPodKill:
+			return invalid("runtime-only pod %s/%s can only be killed, got update type %s", o.RunningPod.Namespace, o.RunningPod.Name, o.UpdateType)
+		case o.RunningPod.UID == "":
+			return invalid("runtime-only pod %s/%s has no UID", o.RunningPod.Namespace, o.RunningPod.Name)
+		case o.MirrorPod != nil:
+			return invalid("runtime-only pod %s/%s was given a mirror pod", o.RunningPod.Namespace, o.RunningPod.Name)
+		}
+		return nil
+	}
+	if o.Pod.UID == "" {
+		return invalid("pod %s/%s has no UID", o.Pod.Namespace, o.Pod.Name)
+	}
+	if mp := o.MirrorPod; mp != nil && (mp.Name != o.Pod.Name || mp.Namespace != o.Pod.Namespace) {
+		return invalid("mirror pod %s/%s does not share the full name of pod %s/%s", mp.Namespace, mp.Name, o.Pod.Namespace, o.Pod.Name)
+	}
+	return nil
+}
+
+// KillPod asks for pod to be terminated and blocks until it can no longer
+// have running containers (its SyncTerminatingPod succeeded, or it never
+// started), ctx ends, or the engine stops. opts works as with a SyncPodKill
+// update; a CompletedCh in it is closed as usual. On ctx's end KillPod
+// returns ctx.Err() and leaves the termination under way. It returns
+// ErrStopped when Run has returned, and an error wrapping ErrInvalidUpdate
+// for a nil pod or otherwise invalid input.
+func (w *PodWorkers[T]) KillPod(ctx context.Context, pod *v1.Pod, opts KillPodOptions) error {
+	if pod == nil {
+		return invalid("KillPod needs a pod, got nil")
+	}
+	own := make(chan struct{})
+	if err := w.updatePod(ctx, UpdatePodOptions{UpdateType: SyncPodKill, Pod: pod, KillPodOptions: &opts}, own); err != nil {
+		return err
+	}
+	select {
+	case <-own:
+		return nil
+	case <-ctx.Done():
+		w.mu.Lock()
+		if r := w.m.records[pod.UID]; r != nil {
+			r.detach(own)
+		}
+		w.mu.Unlock()
+		return ctx.Err()
+	case <-w.done:
+		return ErrStopped
+	}
+}
+
+// SyncKnownPods tells the engine which pods are desired (all pods config
+// knows, admitted or not) and reports every worker it keeps. Calling it
+// marks the engine synced: from then on a UID it has no worker for is known
+// not to run (see the window). For each worker:
+//   - finished and no longer desired, or finished and asked to restart
+//     (RestartRequested): forgotten, and left out of the result;
+//   - not desired and never started: forgotten (its CompletedCh closed);
+//   - not desired and running: terminated as deleted, with its computed
+//     grace period (decision D9);
+//   - anything else: kept and reported.
+//
+// Called by housekeeping, from any goroutine. The caller should then send a
+// SyncPodCreate for each desired, admitted pod missing from the result.
+// The result is the caller's.
+func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
+	set := make(map[types.UID]struct{}, len(desired))
+	for _, p := range desired {
+		if p != nil {
+			set[p.UID] = struct{}{}
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.m.syncKnown(set, w.clock.Now())
+	w.afterChangeLocked(0)
+	return out
+}
+
+// Pod returns a snapshot of the worker for uid; ok is false when there is
+// none.
+func (w *PodWorkers[T]) Pod(uid types.UID) (info PodInfo, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r := w.m.records[uid]; r != nil {
+		return r.info(), true
+	}
+	return PodInfo{}, false
+}
+
+// Pods returns a snapshot of every worker, in no particular order. The
+// slice is the caller's.
+func (w *PodWorkers[T]) Pods() []PodInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]PodInfo, 0, len(w.m.records))
+	for _, r := range w.m.records {
+		out = append(out, r.info())
+	}
+	return out
+}

@@ -1,0 +1,233 @@
+package podworker
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// flags are the boolean facts of a record, packed to keep idle workers small.
+type flags uint32
+
+const (
+	// fStarted: the pod was allowed to start (SyncPod may have run).
+	fStarted flags = 1 << iota
+	// fTermRequested: termination was requested.
+	fTermRequested
+	// fTermStarted: the worker acted on the termination request; SyncPod
+	// never runs again.
+	fTermStarted
+	// fTerminated: SyncTerminatingPod (or the runtime variant) succeeded, or
+	// the pod was found with nothing running.
+	fTerminated
+	// fFinished: SyncTerminatedPod succeeded, or the pod was never started.
+	fFinished
+	fDeleted
+	fEvicted
+	fRestartRequested
+	// fObservedRuntime: a runtime-only kill was seen for this UID.
+	fObservedRuntime
+	// fFirstSeenTerminal: the pod was in a terminal phase when first seen
+	// (decision D4: it may skip SyncTerminatingPod).
+	fFirstSeenTerminal
+	fStatic
+	// fHasPending: pending holds an update not yet consumed.
+	fHasPending
+	// fRunning: a worker goroutine runs a hook for this record now.
+	fRunning
+	// fQueued: the record is in a ready queue.
+	fQueued
+	// fQueuedTerm: the record's ready queue is the termination queue.
+	fQueuedTerm
+	// fWaiting: a static record is linked in its full name's waiting list.
+	fWaiting
+)
+
+// update is one accepted UpdatePod, as kept pending on a record.
+type update struct {
+	updateType UpdateType
+	pod        *v1.Pod
+	mirror     *v1.Pod
+	runningPod *RuntimePod
+	startTime  time.Time
+}
+
+// record is everything the engine knows about one UID. All fields are
+// guarded by the engine's lock, except ctx, which the running hook reads.
+//
+// Invariants:
+//   - fTerminated implies fTermStarted implies fTermRequested;
+//     fFinished implies fTerminated, or that the pod never started.
+//   - fQueued iff the record is linked in exactly one ready queue.
+//   - heapIdx >= 0 iff the record is in the delay heap; a record is never
+//     both queued and in the heap.
+//   - fRunning records are neither queued nor in the heap.
+//   - a static record is linked in its full name's waiting list iff it has
+//     not started and termination was not requested.
+type record struct {
+	uid      types.UID
+	fullName string
+	flags    flags
+
+	// pending is the newest update not yet consumed (valid when fHasPending).
+	pending update
+
+	// The merged desired state the worker last acted on (valid once
+	// started, or once a runtime-only termination ran).
+	pod        *v1.Pod
+	mirror     *v1.Pod
+	runningPod *RuntimePod
+
+	// gracePeriod is the effective grace once termination is requested.
+	gracePeriod int64
+	// completed are the channels to close once no container can run.
+	completed []chan<- struct{}
+	// statusFn is the newest PodStatusFunc of a kill.
+	statusFn func(*v1.PodStatus)
+
+	// lastSync is when the previous hook of this UID returned.
+	lastSync time.Time
+	// backoff is the delay before the next retry after a failure; 0 when
+	// the last hook succeeded.
+	backoff time.Duration
+
+	// ctx is the context the record's hooks get; cancel cancels it. Both
+	// are nil until a hook needs them and after cancellation.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// qprev and qnext link the record in a ready queue.
+	qprev, qnext *record
+	// heapIdx is the record's place in the delay heap, -1 when absent;
+	// due is when it should run again.
+	heapIdx int
+	due     time.Time
+	// wprev and wnext link a static record in its full name's waiting list.
+	wprev, wnext *record
+}
+
+func (r *record) has(f flags) bool { return r.flags&f != 0 }
+
+// stage derives the fine-grained lifecycle position.
+func (r *record) stage() Stage {
+	switch {
+	case r == nil:
+		return StageAbsent
+	case r.has(fFinished):
+		return StageFinished
+	case r.has(fTerminated):
+		return StageTerminated
+	case r.has(fTermStarted):
+		return StageTerminating
+	case r.has(fTermRequested):
+		return StageTerminationRequested
+	case r.has(fStarted):
+		return StageSyncing
+	}
+	return StageNotStarted
+}
+
+// state is the kind of work the record does next.
+func (r *record) state() State {
+	switch {
+	case r.has(fTerminated) || r.has(fFinished):
+		return Terminated
+	case r.has(fTermRequested):
+		return Terminating
+	}
+	return Syncing
+}
+
+// Due, Index and SetIndex make a record a timerheap.Item.
+func (r *record) Due() time.Time { return r.due }
+func (r *record) Index() int     { return r.heapIdx }
+func (r *record) SetIndex(i int) { r.heapIdx = i }
+
+// knownPod is the pod the worker last acted on, or else the pending one.
+func (r *record) knownPod() *v1.Pod {
+	if r.pod != nil {
+		return r.pod
+	}
+	if r.has(fHasPending) {
+		return r.pending.pod
+	}
+	return nil
+}
+
+func (r *record) knownMirror() *v1.Pod {
+	if r.mirror != nil {
+		return r.mirror
+	}
+	if r.has(fHasPending) {
+		return r.pending.mirror
+	}
+	return nil
+}
+
+// info builds the public snapshot of r.
+func (r *record) info() PodInfo {
+	info := PodInfo{
+		UID:                  r.uid,
+		FullName:             r.fullName,
+		State:                r.state(),
+		Stage:                r.stage(),
+		Started:              r.has(fStarted),
+		TerminationRequested: r.has(fTermRequested),
+		TerminationStarted:   r.has(fTermStarted),
+		Finished:             r.has(fFinished),
+		Deleted:              r.has(fDeleted),
+		Evicted:              r.has(fEvicted),
+		RestartRequested:     r.has(fRestartRequested),
+		Static:               r.has(fStatic),
+		Working:              r.has(fRunning) || r.has(fQueued) || (r.has(fHasPending) && !r.has(fFinished)),
+		Pod:                  r.knownPod(),
+		MirrorPod:            r.knownMirror(),
+	}
+	info.RuntimeOnly = info.Pod == nil
+	if r.has(fTermRequested) {
+		info.GracePeriod = r.gracePeriod
+	}
+	return info
+}
+
+// queue is an intrusive FIFO of records.
+type queue struct {
+	head, tail *record
+	n          int
+}
+
+func (q *queue) push(r *record) {
+	r.qprev, r.qnext = q.tail, nil
+	if q.tail != nil {
+		q.tail.qnext = r
+	} else {
+		q.head = r
+	}
+	q.tail = r
+	q.n++
+}
+
+func (q *queue) remove(r *record) {
+	if r.qprev != nil {
+		r.qprev.qnext = r.qnext
+	} else {
+		q.head = r.qnext
+	}
+	if r.qnext != nil {
+		r.qnext.qprev = r.qprev
+	} else {
+		q.tail = r.qprev
+	}
+	r.qprev, r.qnext = nil, nil
+	q.n--
+}
+
+func (q *queue) pop() *record {
+	r := q.head
+	if r != nil {
+		q.remove(r)
+	}
+	return r
+}

@@ -1,0 +1,331 @@
+package podworker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// UpdateType says why UpdatePod was called. It is passed through to
+// PodSyncer.SyncPod so a syncer can tell a first start from a later change.
+type UpdateType int
+
+const (
+	// SyncPodSync is a periodic or replayed sync: nothing new was observed.
+	// The engine's own resyncs and retries always use it.
+	SyncPodSync UpdateType = iota
+	// SyncPodUpdate is a change to the desired pod.
+	SyncPodUpdate
+	// SyncPodCreate is the first time the pod is seen. A Create for a UID
+	// whose termination was already requested marks the worker
+	// RestartRequested instead (see SyncKnownPods).
+	SyncPodCreate
+	// SyncPodKill asks for the pod's containers to be stopped. It always
+	// starts termination.
+	SyncPodKill
+)
+
+// String returns "sync", "update", "create" or "kill".
+func (t UpdateType) String() string {
+	switch t {
+	case SyncPodSync:
+		return "sync"
+	case SyncPodUpdate:
+		return "update"
+	case SyncPodCreate:
+		return "create"
+	case SyncPodKill:
+		return "kill"
+	}
+	return fmt.Sprintf("UpdateType(%d)", int(t))
+}
+
+func (t UpdateType) valid() bool { return t >= SyncPodSync && t <= SyncPodKill }
+
+// State is the kind of work a pod worker does next: set the pod up, stop its
+// containers, or clean up after it. It is the coarse view; Stage is the
+// fine one.
+type State int
+
+const (
+	// Syncing: the pod may be started and kept running (SyncPod).
+	Syncing State = iota
+	// Terminating: the pod's containers are being stopped
+	// (SyncTerminatingPod). No SyncPod runs again for this UID.
+	Terminating
+	// Terminated: no container of the pod runs any more; its resources are
+	// being cleaned up (SyncTerminatedPod).
+	Terminated
+)
+
+// String returns "sync", "terminating" or "terminated".
+func (s State) String() string {
+	switch s {
+	case Syncing:
+		return "sync"
+	case Terminating:
+		return "terminating"
+	case Terminated:
+		return "terminated"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Stage is the precise position of a pod worker in its lifecycle. Stages
+// only ever move forward for one UID; a UID whose worker was removed is
+// StageAbsent again and starts over if it is updated.
+type Stage int
+
+const (
+	// StageAbsent: the engine has no worker for the UID.
+	StageAbsent Stage = iota
+	// StageNotStarted: a worker exists but SyncPod has not been allowed to
+	// run yet (its first sync is queued, or a static pod waits for its full
+	// name to be free).
+	StageNotStarted
+	// StageSyncing: the pod was started and no termination was requested.
+	StageSyncing
+	// StageTerminationRequested: termination was requested; the worker has
+	// not yet begun to act on it (a SyncPod may still be returning).
+	StageTerminationRequested
+	// StageTerminating: the worker has begun stopping containers; SyncPod
+	// never runs again for this UID.
+	StageTerminating
+	// StageTerminated: no container runs; cleanup (SyncTerminatedPod) is
+	// pending or in progress.
+	StageTerminated
+	// StageFinished: cleanup succeeded. The worker holds no goroutine and
+	// waits for SyncKnownPods to forget it.
+	StageFinished
+)
+
+var stageNames = [...]string{"absent", "not-started", "syncing", "termination-requested", "terminating", "terminated", "finished"}
+
+// String returns the stage's name in kebab case, e.g. "termination-requested".
+func (s Stage) String() string {
+	if s >= 0 && int(s) < len(stageNames) {
+		return stageNames[s]
+	}
+	return fmt.Sprintf("Stage(%d)", int(s))
+}
+
+// RuntimePod identifies a pod that was found in the runtime but is no longer
+// known to configuration (an orphan). It is only ever killed.
+type RuntimePod struct {
+	UID       types.UID
+	Namespace string
+	Name      string
+}
+
+// KillPodOptions are the options of a kill, given with a SyncPodKill update
+// or to KillPod.
+type KillPodOptions struct {
+	// CompletedCh, when not nil, is closed by the engine exactly once, when
+	// the pod can no longer have running containers: after
+	// SyncTerminatingPod succeeds, at once if that is already so (the pod is
+	// terminated, finished, or was never started), or when its worker is
+	// removed before it started. The engine owns closing it: do not close
+	// it yourself, and do not hand the same channel to two updates.
+	CompletedCh chan<- struct{}
+	// Evict marks the termination as an eviction: the window then allows the
+	// pod's content to be removed at once (ShouldPodContentBeRemoved). It
+	// is sticky: once set for a UID it stays set.
+	Evict bool
+	// PodStatusFunc, when not nil, is handed to SyncTerminatingPod so the
+	// syncer can adjust the pod's final status (a reason, a message). The
+	// last one given wins.
+	PodStatusFunc func(*v1.PodStatus)
+	// PodTerminationGracePeriodSecondsOverride, when not nil, is a grace
+	// period in seconds to use instead of the pod's. It can only shorten the
+	// effective grace period; 0 means 1; a negative value is rejected. The
+	// engine never writes to it (read the effective value with Pod).
+	PodTerminationGracePeriodSecondsOverride *int64
+}
+
+// UpdatePodOptions is one desired-state update for a pod worker.
+type UpdatePodOptions struct {
+	// UpdateType says why the update was made.
+	UpdateType UpdateType
+	// StartTime, when not zero, is when the change was observed; it feeds
+	// the UpdatePod-to-hook latency metric. When updates coalesce the
+	// oldest StartTime is kept.
+	StartTime time.Time
+	// Pod is the desired pod. It is required unless RunningPod is set. The
+	// engine keeps the pointer and never mutates the pod: do not mutate it
+	// after handing it over, send a new object instead.
+	Pod *v1.Pod
+	// MirrorPod is the mirror pod of a static Pod, if known. It must have
+	// the same full name as Pod. Once given it is kept until another one is.
+	MirrorPod *v1.Pod
+	// RunningPod names a pod found only in the runtime. It is valid only with
+	// SyncPodKill and no Pod; when Pod is set it is ignored.
+	RunningPod *RuntimePod
+	// KillPodOptions are the options of a kill (see KillPodOptions).
+	KillPodOptions *KillPodOptions
+}
+
+// PodSyncer is what an agent implements: the three phases of a pod's life.
+//
+// The engine calls the hooks of one UID one at a time, never overlapping, and
+// in the order SyncPod*, SyncTerminatingPod+, SyncTerminatedPod+ (a failed
+// hook is retried; SyncPod may be skipped entirely for a pod that is
+// terminated before it starts). Hooks of different UIDs run concurrently. A
+// hook must honour ctx: it is cancelled when the pod's termination starts
+// or its grace period shortens (the hook is then called again with the new
+// situation) and when Run shuts down. Do not keep ctx past the hook's
+// return. A hook that panics is treated as one that failed.
+type PodSyncer[T any] interface {
+	// SyncPod makes the pod's running state match pod. It returns terminal
+	// true (with a nil error) when the pod has finished on its own (all
+	// containers exited under a restart policy that does not restart
+	// them); the engine then terminates it. An error means "retry": the
+	// engine backs off and calls SyncPod again with the newest pod.
+	SyncPod(ctx context.Context, updateType UpdateType, pod, mirrorPod *v1.Pod, status T) (terminal bool, err error)
+	// SyncTerminatingPod stops every container of the pod, allowing each
+	// gracePeriod seconds (always >= 1) to exit. It must return nil only
+	// when no container of the pod runs; on error it is retried. When ctx
+	// is cancelled because the grace period shortened, return promptly: the
+	// engine calls it again with the shorter grace. podStatusFn, when not
+	// nil, should be applied to the pod's final status.
+	SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status T, gracePeriod int64, podStatusFn func(*v1.PodStatus)) error
+	// SyncTerminatedPod releases what the pod still holds (volumes, cgroups,
+	// directories). It runs only after SyncTerminatingPod succeeded and is
+	// retried until it returns nil; the worker is then finished.
+	SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status T) error
+}
+
+// RuntimePodSyncer is an optional interface of a PodSyncer. A syncer that
+// implements it can stop pods found only in the runtime (killed with a
+// RunningPod update, as housekeeping does for orphans). Without it such
+// kills fail with an error and are retried with backoff.
+type RuntimePodSyncer interface {
+	// SyncTerminatingRuntimePod stops every container of the runtime pod,
+	// with a grace period of 1 second. It must return nil only when none
+	// runs. Called from a worker goroutine, never concurrently for one UID.
+	SyncTerminatingRuntimePod(ctx context.Context, pod RuntimePod) error
+}
+
+// PodSyncerFuncs adapts functions to PodSyncer and RuntimePodSyncer. A nil
+// field is a hook that does nothing and succeeds (for SyncPod: reports the
+// pod not terminal).
+type PodSyncerFuncs[T any] struct {
+	SyncPodFunc                   func(ctx context.Context, updateType UpdateType, pod, mirrorPod *v1.Pod, status T) (bool, error)
+	SyncTerminatingPodFunc        func(ctx context.Context, pod *v1.Pod, status T, gracePeriod int64, podStatusFn func(*v1.PodStatus)) error
+	SyncTerminatedPodFunc         func(ctx context.Context, pod *v1.Pod, status T) error
+	SyncTerminatingRuntimePodFunc func(ctx context.Context, pod RuntimePod) error
+}
+
+// SyncPod calls f.SyncPodFunc when set.
+func (f PodSyncerFuncs[T]) SyncPod(ctx context.Context, updateType UpdateType, pod, mirrorPod *v1.Pod, status T) (bool, error) {
+	if f.SyncPodFunc == nil {
+		return false, nil
+	}
+	return f.SyncPodFunc(ctx, updateType, pod, mirrorPod, status)
+}
+
+// SyncTerminatingPod calls f.SyncTerminatingPodFunc when set.
+func (f PodSyncerFuncs[T]) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status T, gracePeriod int64, podStatusFn func(*v1.PodStatus)) error {
+	if f.SyncTerminatingPodFunc == nil {
+		return nil
+	}
+	return f.SyncTerminatingPodFunc(ctx, pod, status, gracePeriod, podStatusFn)
+}
+
+// SyncTerminatedPod calls f.SyncTerminatedPodFunc when set.
+func (f PodSyncerFuncs[T]) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status T) error {
+	if f.SyncTerminatedPodFunc == nil {
+		return nil
+	}
+	return f.SyncTerminatedPodFunc(ctx, pod, status)
+}
+
+// SyncTerminatingRuntimePod calls f.SyncTerminatingRuntimePodFunc when set.
+func (f PodSyncerFuncs[T]) SyncTerminatingRuntimePod(ctx context.Context, pod RuntimePod) error {
+	if f.SyncTerminatingRuntimePodFunc == nil {
+		return nil
+	}
+	return f.SyncTerminatingRuntimePodFunc(ctx, pod)
+}
+
+var (
+	_ PodSyncer[struct{}] = PodSyncerFuncs[struct{}]{}
+	_ RuntimePodSyncer    = PodSyncerFuncs[struct{}]{}
+)
+
+// StatusSource gives the hooks the pod's runtime status. It is optional:
+// without one the hooks get the zero T.
+type StatusSource[T any] interface {
+	// PodStatus returns the runtime status of the pod with this UID, at least
+	// as new as newerThan (the end of the previous hook of this UID; zero
+	// for the first). It may block until such a status exists, but must
+	// return when ctx ends. Called from worker goroutines, concurrently for
+	// different UIDs. An error fails the sync (it is retried with backoff).
+	PodStatus(ctx context.Context, uid types.UID, newerThan time.Time) (T, error)
+}
+
+// StoppedChecker is an optional interface of a StatusSource. When a pod is
+// first seen already in a terminal phase (Succeeded or Failed) — as after an
+// agent restart — the engine asks it whether the status positively shows
+// that nothing of the pod runs. Only then does the pod skip
+// SyncTerminatingPod and go straight to SyncTerminatedPod; otherwise it
+// takes the safe path through SyncTerminatingPod.
+type StoppedChecker[T any] interface {
+	// NothingRunning reports whether status shows no running container and
+	// no ready sandbox. It must not block.
+	NothingRunning(status T) bool
+}
+
+// PodWorkerSync is what SyncKnownPods reports for each worker it keeps.
+type PodWorkerSync struct {
+	// State is the worker's current work (Terminated for finished workers).
+	State State
+	// Orphan is true when the UID was not among the desired pods.
+	Orphan bool
+	// HasConfig is true when the worker knows a Pod (false for pods known
+	// only from the runtime).
+	HasConfig bool
+	// Static is true when the worker's pod is a static pod.
+	Static bool
+}
+
+// PodInfo is a consistent snapshot of one pod worker, taken under the
+// engine's lock. The pods it points to are shared and must not be mutated.
+type PodInfo struct {
+	UID types.UID
+	// FullName is "name_namespace", fixed when the worker was created.
+	FullName string
+	State    State
+	Stage    Stage
+	// Started is true once SyncPod was allowed to run (or a non-static pod
+	// was admitted straight to termination).
+	Started bool
+	// TerminationRequested: termination was asked for.
+	TerminationRequested bool
+	// TerminationStarted: the worker has begun stopping containers; no
+	// SyncPod runs again.
+	TerminationStarted bool
+	// Finished: cleanup succeeded; the worker waits to be forgotten.
+	Finished bool
+	// Deleted: the pod was deleted (deletion timestamp, orphaned, or
+	// runtime-only). Evicted: it was evicted.
+	Deleted, Evicted bool
+	// RestartRequested: a Create arrived for this UID after its termination
+	// was requested; SyncKnownPods will forget the worker once it finishes
+	// so the UID can start over.
+	RestartRequested bool
+	// Static: the pod is a static pod (its config source is not the API).
+	Static bool
+	// RuntimeOnly: the worker knows the pod only from the runtime.
+	RuntimeOnly bool
+	// GracePeriod is the effective grace period in seconds once
+	// termination is requested, else 0.
+	GracePeriod int64
+	// Working: a hook is running now or work is queued for the worker.
+	Working bool
+	// Pod and MirrorPod are the last desired state the worker acted on
+	// (before the worker starts: the pending one).
+	Pod, MirrorPod *v1.Pod
+}
