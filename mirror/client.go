@@ -79,8 +79,11 @@ type PodAPI interface {
 //		},
 //	}
 type PodAPIFuncs struct {
+	// CreateFunc implements PodAPI.Create.
 	CreateFunc func(ctx context.Context, namespace string, pod *v1.Pod, opts metav1.CreateOptions) (*v1.Pod, error)
-	GetFunc    func(ctx context.Context, namespace, name string, opts metav1.GetOptions) (*v1.Pod, error)
+	// GetFunc implements PodAPI.Get.
+	GetFunc func(ctx context.Context, namespace, name string, opts metav1.GetOptions) (*v1.Pod, error)
+	// DeleteFunc implements PodAPI.Delete.
 	DeleteFunc func(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 }
 

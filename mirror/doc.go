@@ -17,9 +17,9 @@
 //
 // An agent that runs static pods:
 //
-//  1. Reads a manifest, stamps the source annotation and calls
-//     [PrepareStaticPod] to give the pod its UID, node-suffixed name,
-//     namespace, node name and config hash.
+//  1. Reads a manifest and calls [PrepareStaticPod] with the node name and
+//     the source's name, which gives the pod its UID, node-suffixed name,
+//     namespace, node name, config hash and source annotation.
 //  2. Builds one [Client] with [NewClient] over a [PodAPI] (three calls;
 //     a client-go clientset fits with the adapter shown on [PodAPIFuncs]).
 //  3. While the static pod runs, makes sure a mirror exists: if the mirror it

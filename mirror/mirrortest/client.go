@@ -14,6 +14,7 @@ import (
 
 // DeleteCall is one recorded FakeClient.DeleteMirrorPod call.
 type DeleteCall struct {
+	// FullName is the podFullName argument.
 	FullName string
 	// UID is a copy of the uid argument; nil when none was given.
 	UID *types.UID

@@ -28,9 +28,12 @@ const (
 
 // Call is one recorded PodAPI call.
 type Call struct {
-	Verb      Verb
+	// Verb is the method called.
+	Verb Verb
+	// Namespace is the namespace argument.
 	Namespace string
-	Name      string
+	// Name is the name argument, or the given pod's name for Create.
+	Name string
 	// Pod is a copy of the pod given to Create; nil for other verbs.
 	Pod *v1.Pod
 	// DeleteOptions is a copy of the options given to Delete; nil for
