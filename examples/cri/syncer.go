@@ -1,0 +1,457 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	criapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/podkit/podkit/podworker"
+)
+
+var (
+	// ErrImageNotPresent is wrapped by the error SyncPod returns when a
+	// container's image is not on the node. The syncer never pulls images:
+	// the message names the image, the container and the pod.
+	ErrImageNotPresent = errors.New("cri: image not present")
+	// ErrBackOff is wrapped by the error SyncPod returns while an exited
+	// container waits out its restart back-off. The error also asks the
+	// engine (podworker.RetryAfter) to sync the pod again when the wait is
+	// over.
+	ErrBackOff = errors.New("cri: back-off restarting failed container")
+	// ErrUnsupported is wrapped by the error SyncPod returns for a pod that
+	// uses a feature this syncer does not implement (the message says
+	// which).
+	ErrUnsupported = errors.New("cri: unsupported pod feature")
+)
+
+// ImageStatusReader is the one method of the CRI image service the syncer
+// uses, to check that an image is present before creating a container
+// from it. cri-api's ImageManagerService, its FakeImageService and Client
+// all have it.
+type ImageStatusReader interface {
+	// ImageStatus returns the image's status; its Image is nil when the
+	// image is not present.
+	ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec, verbose bool) (*runtimeapi.ImageStatusResponse, error)
+}
+
+// Options configure a Syncer. The zero value is valid: every field says
+// what it defaults to.
+type Options struct {
+	// Images is asked whether a container's image is present before the
+	// container is created; a missing one fails SyncPod with
+	// ErrImageNotPresent. Defaults to nil: the runtime's CreateContainer is
+	// left to fail (the error still names the image).
+	Images ImageStatusReader
+	// RuntimeHandler is passed to RunPodSandbox (a runtime class's
+	// handler). Defaults to "": the runtime's default handler.
+	RuntimeHandler string
+	// LogDirectory, when set, is the directory under which each pod gets
+	// a log directory (<namespace>_<name>_<uid>) holding one log file per
+	// container instance (<container>/<attempt>.log, in the CRI log
+	// format). SyncTerminatedPod removes the pod's directory. Defaults to
+	// "": containers' output is not kept.
+	LogDirectory string
+	// NodeIPs are the node's addresses, primary first. They become the
+	// API status's HostIPs, and the PodIPs of host-network pods. Defaults
+	// to none.
+	NodeIPs []string
+	// RuntimeName is the scheme of the container IDs in the API status
+	// ("<RuntimeName>://<id>"). Defaults to "cri".
+	RuntimeName string
+	// RestartBackOff is the wait before the second restart of a crashing
+	// container; the first restart is immediate and each further wait
+	// doubles, up to MaxRestartBackOff. Defaults to 10 seconds, as the
+	// kubelet.
+	RestartBackOff time.Duration
+	// MaxRestartBackOff caps the restart back-off. Defaults to 5 minutes
+	// (or RestartBackOff when that is larger), as the kubelet.
+	MaxRestartBackOff time.Duration
+	// KillTimeout bounds the escalation that follows a cancelled
+	// SyncTerminatingPod: killing what still runs without grace. Defaults
+	// to 10 seconds.
+	KillTimeout time.Duration
+	// OnStatus, when set, is given the pod's API status derived from the
+	// runtime: at the start of every SyncPod, and once the pod's
+	// containers are stopped (the final status, with the engine's
+	// podStatusFn applied). It is called from the engine's worker
+	// goroutines, concurrently for different pods, never for one pod at
+	// once; it must not block for long. Defaults to nil.
+	OnStatus func(pod *v1.Pod, status v1.PodStatus)
+	// Clock is the syncer's source of time (restart back-off, status
+	// timestamps). Defaults to the real clock.
+	Clock clock.PassiveClock
+}
+
+// Syncer runs pods through the CRI: it implements podworker.PodSyncer for
+// *PodStatus, podworker.RuntimePodSyncer, podworker.StatusSource and
+// podworker.StoppedChecker, and lists the pods it created (RuntimePods) for
+// housekeeping. It depends only on the CRI's sandbox and container roles.
+//
+// All methods are safe for concurrent use; the engine calls the hooks of
+// one pod one at a time and those of different pods concurrently. Create
+// it with New.
+type Syncer struct {
+	sandboxes  criapi.PodSandboxManager
+	containers criapi.ContainerManager
+	images     ImageStatusReader
+	opts       Options
+	clock      clock.PassiveClock
+	backOff    *restartBackOff
+}
+
+var (
+	_ podworker.PodSyncer[*PodStatus] = (*Syncer)(nil)
+	_ podworker.RuntimePodSyncer      = (*Syncer)(nil)
+)
+
+const (
+	defaultRuntimeName       = "cri"
+	defaultRestartBackOff    = 10 * time.Second
+	defaultMaxRestartBackOff = 5 * time.Minute
+	defaultKillTimeout       = 10 * time.Second
+	// defaultGracePeriod is the kubelet's, for a pod that sets none.
+	defaultGracePeriod = 30
+)
+
+// New returns a Syncer that runs pods with sandboxes and containers. Both
+// are required (a CRI client such as Client serves both; so does cri-api's
+// FakeRuntimeService). opts is copied. The error says what is invalid.
+func New(sandboxes criapi.PodSandboxManager, containers criapi.ContainerManager, opts Options) (*Syncer, error) {
+	switch {
+	case sandboxes == nil:
+		return nil, errors.New("cri: New needs a PodSandboxManager, got nil")
+	case containers == nil:
+		return nil, errors.New("cri: New needs a ContainerManager, got nil")
+	case opts.RestartBackOff < 0:
+		return nil, fmt.Errorf("cri: RestartBackOff is %v; want 0 (default) or more", opts.RestartBackOff)
+	case opts.MaxRestartBackOff < 0:
+		return nil, fmt.Errorf("cri: MaxRestartBackOff is %v; want 0 (default) or more", opts.MaxRestartBackOff)
+	case opts.KillTimeout < 0:
+		return nil, fmt.Errorf("cri: KillTimeout is %v; want 0 (default) or more", opts.KillTimeout)
+	case opts.RestartBackOff != 0 && opts.MaxRestartBackOff != 0 && opts.MaxRestartBackOff < opts.RestartBackOff:
+		return nil, fmt.Errorf("cri: MaxRestartBackOff %v is below RestartBackOff %v", opts.MaxRestartBackOff, opts.RestartBackOff)
+	}
+	if opts.RuntimeName == "" {
+		opts.RuntimeName = defaultRuntimeName
+	}
+	if opts.RestartBackOff == 0 {
+		opts.RestartBackOff = defaultRestartBackOff
+	}
+	if opts.MaxRestartBackOff == 0 {
+		opts.MaxRestartBackOff = max(defaultMaxRestartBackOff, opts.RestartBackOff)
+	}
+	if opts.KillTimeout == 0 {
+		opts.KillTimeout = defaultKillTimeout
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	opts.NodeIPs = append([]string(nil), opts.NodeIPs...)
+	return &Syncer{
+		sandboxes:  sandboxes,
+		containers: containers,
+		images:     opts.Images,
+		opts:       opts,
+		clock:      opts.Clock,
+		backOff:    newRestartBackOff(opts.RestartBackOff, opts.MaxRestartBackOff),
+	}, nil
+}
+
+// SyncPod makes the runtime match pod:
+//   - with no ready sandbox, it stops what is left of the pod's old
+//     sandboxes and runs a new one (pod network or, for HostNetwork pods,
+//     the node's) — except for a RestartPolicy Never pod whose containers
+//     already ran, which is reported terminal instead;
+//   - it runs the init containers one at a time, each to success, before
+//     any regular container (sidecar init containers, restartPolicy
+//     Always, are started and kept running instead);
+//   - it creates and starts the regular containers that do not exist yet,
+//     and restarts exited ones as the pod's restartPolicy says, spacing
+//     restarts with an exponential back-off (ErrBackOff);
+//   - it reports terminal, and starts nothing, once the pod's phase is
+//     Succeeded or Failed.
+//
+// Images must be present (ErrImageNotPresent); nothing is pulled. status
+// is the snapshot the engine read; when nil it is read here. SyncPod does
+// not wait for an init container to finish: the next sync (a resync, or
+// an update) continues. Errors of several containers are joined; ctx ends
+// the CRI calls in flight.
+func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod, mirrorPod *v1.Pod, status *PodStatus) (bool, error) {
+	if pod == nil {
+		return false, errors.New("cri: SyncPod needs a pod, got nil")
+	}
+	status, err := s.ensureStatus(ctx, pod.UID, status)
+	if err != nil {
+		return false, err
+	}
+	api := status.APIStatus(pod)
+	s.report(pod, api)
+	if api.Phase == v1.PodSucceeded || api.Phase == v1.PodFailed {
+		return true, nil
+	}
+
+	var sandboxID string
+	var sandboxConfig *runtimeapi.PodSandboxConfig
+	if sb := status.ReadySandbox(); sb != nil {
+		sandboxID = sb.GetId()
+		sandboxConfig = s.sandboxConfig(pod, sb.GetMetadata().GetAttempt())
+	} else {
+		if len(status.Sandboxes) > 0 {
+			// The pod's sandbox died: release what is left of it first.
+			if err := s.stopAll(ctx, pod.UID, status, gracePeriodOf(pod)); err != nil {
+				return false, err
+			}
+		}
+		var attempt uint32
+		if len(status.Sandboxes) > 0 {
+			attempt = status.Sandboxes[0].GetMetadata().GetAttempt() + 1
+		}
+		sandboxConfig = s.sandboxConfig(pod, attempt)
+		if sandboxID, err = s.runSandbox(ctx, pod, sandboxConfig); err != nil {
+			return false, err
+		}
+	}
+	return false, s.syncContainers(ctx, pod, status, sandboxID, sandboxConfig)
+}
+
+// SyncTerminatingPod stops every container of the pod, each with
+// gracePeriod seconds as its stop timeout (in parallel), then stops every
+// sandbox of the pod, then checks with the runtime that no container of
+// the pod runs and no sandbox is ready. It returns nil only then.
+//
+// A cancelled ctx escalates at once: whatever still runs is stopped with a
+// zero timeout (killed) on a context of its own bounded by
+// Options.KillTimeout, and the error returned wraps ctx.Err(). When
+// Options.OnStatus is set it is given the pod's final status, with
+// podStatusFn applied; otherwise podStatusFn is not used.
+func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status *PodStatus, gracePeriod int64, podStatusFn func(*v1.PodStatus)) error {
+	if pod == nil {
+		return errors.New("cri: SyncTerminatingPod needs a pod, got nil")
+	}
+	status, err := s.ensureStatus(ctx, pod.UID, status)
+	if err != nil {
+		return s.escalate(ctx, pod.UID, nil, err)
+	}
+	if err := s.stopAll(ctx, pod.UID, status, max(gracePeriod, 0)); err != nil {
+		return err
+	}
+	if s.opts.OnStatus != nil {
+		final, err := s.PodStatus(ctx, pod.UID, time.Time{})
+		if err != nil {
+			return err
+		}
+		api := final.FinalAPIStatus(pod)
+		if podStatusFn != nil {
+			podStatusFn(&api)
+		}
+		s.report(pod, api)
+	}
+	return nil
+}
+
+// SyncTerminatedPod removes every container and sandbox of the pod (found
+// afresh with ListContainers and ListPodSandbox; status is not used), the
+// pod's log directory and its restart back-off. It is idempotent: what is
+// already gone is not an error.
+func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status *PodStatus) error {
+	if pod == nil {
+		return errors.New("cri: SyncTerminatedPod needs a pod, got nil")
+	}
+	if err := s.removeAll(ctx, pod.UID); err != nil {
+		return err
+	}
+	if s.opts.LogDirectory != "" {
+		if err := os.RemoveAll(podLogDirectory(s.opts.LogDirectory, pod.Namespace, pod.Name, pod.UID)); err != nil {
+			return fmt.Errorf("cri: removing the log directory of pod %s: %w", podRef(pod), err)
+		}
+	}
+	s.backOff.forget(pod.UID)
+	return nil
+}
+
+// SyncTerminatingRuntimePod stops a pod that only the runtime knows (an
+// orphan found by RuntimePods), as SyncTerminatingPod does with a grace
+// period of 1 second, and then removes its containers and sandboxes: the
+// engine calls no SyncTerminatedPod for such a pod, so nothing else would.
+// It returns nil only when nothing of the pod is left running.
+func (s *Syncer) SyncTerminatingRuntimePod(ctx context.Context, pod podworker.RuntimePod) error {
+	status, err := s.PodStatus(ctx, pod.UID, time.Time{})
+	if err != nil {
+		return s.escalate(ctx, pod.UID, nil, err)
+	}
+	if err := s.stopAll(ctx, pod.UID, status, 1); err != nil {
+		return err
+	}
+	if err := s.removeAll(ctx, pod.UID); err != nil {
+		return err
+	}
+	s.backOff.forget(pod.UID)
+	return nil
+}
+
+// ensureStatus returns status, or reads it when the engine gave none.
+func (s *Syncer) ensureStatus(ctx context.Context, uid types.UID, status *PodStatus) (*PodStatus, error) {
+	if status != nil && status.UID == uid {
+		return status, nil
+	}
+	return s.PodStatus(ctx, uid, time.Time{})
+}
+
+// report hands api to Options.OnStatus, if set.
+func (s *Syncer) report(pod *v1.Pod, api v1.PodStatus) {
+	if s.opts.OnStatus != nil {
+		s.opts.OnStatus(pod, api)
+	}
+}
+
+// runSandbox runs the pod's sandbox with config.
+func (s *Syncer) runSandbox(ctx context.Context, pod *v1.Pod, config *runtimeapi.PodSandboxConfig) (string, error) {
+	if config.GetLogDirectory() != "" {
+		if err := os.MkdirAll(config.GetLogDirectory(), 0o755); err != nil {
+			return "", fmt.Errorf("cri: creating the log directory of pod %s: %w", podRef(pod), err)
+		}
+	}
+	id, err := s.sandboxes.RunPodSandbox(ctx, config, s.opts.RuntimeHandler)
+	if err != nil {
+		return "", fmt.Errorf("cri: running the sandbox of pod %s (host network %t, attempt %d): %w",
+			podRef(pod), pod.Spec.HostNetwork, config.GetMetadata().GetAttempt(), err)
+	}
+	logr.FromContextOrDiscard(ctx).V(4).Info("Ran pod sandbox", "sandboxID", id, "attempt", config.GetMetadata().GetAttempt())
+	return id, nil
+}
+
+// stopAll stops what status shows may run of pod uid (containers with
+// grace seconds each, in parallel, then every sandbox), then checks with
+// the runtime that nothing runs. A cancelled ctx escalates.
+func (s *Syncer) stopAll(ctx context.Context, uid types.UID, status *PodStatus, grace int64) error {
+	err := s.stopOnce(ctx, uid, status, grace)
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	return s.escalate(ctx, uid, status, err)
+}
+
+// escalate is what a cancelled stop does: it kills (zero timeout) what
+// still runs of pod uid, on a context detached from ctx and bounded by
+// KillTimeout, and returns cause (which wraps ctx's error) with the
+// outcome. With ctx not cancelled it returns cause as is.
+func (s *Syncer) escalate(ctx context.Context, uid types.UID, status *PodStatus, cause error) error {
+	if ctx.Err() == nil {
+		return cause
+	}
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.KillTimeout)
+	defer cancel()
+	var err error
+	if status == nil || status.UID != uid {
+		status, err = s.PodStatus(kctx, uid, time.Time{})
+	}
+	if err == nil {
+		err = s.stopOnce(kctx, uid, status, 0)
+	}
+	if err != nil {
+		return fmt.Errorf("cri: stopping pod %s was cancelled (%w), and killing it failed: %w", uid, ctx.Err(), err)
+	}
+	logr.FromContextOrDiscard(ctx).V(2).Info("Stopping the pod was cancelled; killed it without grace")
+	return fmt.Errorf("cri: stopping pod %s was cancelled; its containers were killed without grace: %w", uid, ctx.Err())
+}
+
+// stopOnce is one pass of stopAll, without escalation.
+func (s *Syncer) stopOnce(ctx context.Context, uid types.UID, status *PodStatus, grace int64) error {
+	errs := make([]error, len(status.containers()))
+	var wg sync.WaitGroup
+	for i, c := range status.containers() {
+		if !mayRun(c.GetState()) {
+			continue
+		}
+		wg.Go(func() {
+			err := s.containers.StopContainer(ctx, c.GetId(), grace)
+			if err != nil && !isNotFound(err) {
+				errs[i] = fmt.Errorf("cri: stopping container %q (%s) of pod %s with timeout %ds: %w",
+					c.GetMetadata().GetName(), c.GetId(), uid, grace, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, sb := range status.Sandboxes {
+		if err := s.sandboxes.StopPodSandbox(ctx, sb.GetId()); err != nil && !isNotFound(err) {
+			return fmt.Errorf("cri: stopping sandbox %s of pod %s: %w", sb.GetId(), uid, err)
+		}
+	}
+	return s.checkStopped(ctx, uid)
+}
+
+// checkStopped asks the runtime whether any container of pod uid runs or
+// any of its sandboxes is ready, and says which when one does.
+func (s *Syncer) checkStopped(ctx context.Context, uid types.UID) error {
+	running, err := s.containers.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		LabelSelector: containerFilter(uid).LabelSelector,
+	})
+	if err != nil {
+		return fmt.Errorf("cri: listing the running containers of pod %s: %w", uid, err)
+	}
+	ready, err := s.sandboxes.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		LabelSelector: sandboxFilter(uid).LabelSelector,
+	})
+	if err != nil {
+		return fmt.Errorf("cri: listing the ready sandboxes of pod %s: %w", uid, err)
+	}
+	if len(running) == 0 && len(ready) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(running))
+	for _, c := range running {
+		names = append(names, c.GetMetadata().GetName())
+	}
+	return fmt.Errorf("cri: pod %s still runs after being stopped: containers %q, %d ready sandbox(es); retrying", uid, names, len(ready))
+}
+
+// removeAll removes every container, then every sandbox, of pod uid.
+func (s *Syncer) removeAll(ctx context.Context, uid types.UID) error {
+	containers, err := s.containers.ListContainers(ctx, containerFilter(uid))
+	if err != nil {
+		return fmt.Errorf("cri: listing the containers of pod %s: %w", uid, err)
+	}
+	for _, c := range containers {
+		if err := s.containers.RemoveContainer(ctx, c.GetId()); err != nil && !isNotFound(err) {
+			return fmt.Errorf("cri: removing container %q (%s) of pod %s: %w", c.GetMetadata().GetName(), c.GetId(), uid, err)
+		}
+	}
+	sandboxes, err := s.sandboxes.ListPodSandbox(ctx, sandboxFilter(uid))
+	if err != nil {
+		return fmt.Errorf("cri: listing the sandboxes of pod %s: %w", uid, err)
+	}
+	for _, sb := range sandboxes {
+		if err := s.sandboxes.RemovePodSandbox(ctx, sb.GetId()); err != nil && !isNotFound(err) {
+			return fmt.Errorf("cri: removing sandbox %s of pod %s: %w", sb.GetId(), uid, err)
+		}
+	}
+	return nil
+}
+
+// podRef names a pod in messages: namespace/name (uid).
+func podRef(pod *v1.Pod) string {
+	return fmt.Sprintf("%s/%s (%s)", pod.Namespace, pod.Name, pod.UID)
+}
+
+// gracePeriodOf is the pod's termination grace period in seconds.
+func gracePeriodOf(pod *v1.Pod) int64 {
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g >= 0 {
+		return *g
+	}
+	return defaultGracePeriod
+}
