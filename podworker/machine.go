@@ -521,6 +521,11 @@ func (m *machine) allowStart(r *record) (allow, never bool) {
 // cleanupUnstarted finishes a pod that will never start: no hook runs.
 func (m *machine) cleanupUnstarted(r *record) {
 	r.flags |= fTerminated | fFinished
+	if r.pod == nil {
+		// Keep the pod it was given: the snapshot (PodInfo.Pod,
+		// RuntimeOnly) and SyncKnownPods (HasConfig) still describe it.
+		r.pod, r.mirror = r.pending.pod, r.pending.mirror
+	}
 	r.flags &^= fHasPending
 	r.pending = update{}
 	r.closeCompleted()
