@@ -199,7 +199,10 @@ func ValidateStaticPod(pod *v1.Pod) error {
 // If a pod with that name already exists, it is read back: a mirror with the
 // same hash means the work is done and nil is returned; a mirror with another
 // hash gives an error wrapping ErrHashMismatch that names both hashes; an
-// object that is not a mirror pod gives an error wrapping ErrNotMirrorPod.
+// object that is not a mirror pod gives an error wrapping ErrNotMirrorPod. If
+// it was deleted before it could be read, the create is tried again, up to
+// three attempts in all, after which the NotFound is returned (wrapped) and
+// the caller may retry later.
 //
 // Errors: pod fails ValidateStaticPod (wraps ErrNotStaticPod, nothing is
 // sent); the node name is empty, nodeUID is nil, fails or returns an empty UID
@@ -232,32 +235,44 @@ func (c *Client) CreateMirrorPod(ctx context.Context, pod *v1.Pod) error {
 		Controller: &isController,
 	}}
 
-	c.log(ctx).V(4).Info("Creating mirror pod", "pod", fullName, "hash", hash)
-	_, err = c.api.Create(ctx, mirror.Namespace, mirror, metav1.CreateOptions{})
-	if err == nil {
+	logger := c.log(ctx)
+	for attempt := 1; ; attempt++ {
+		logger.V(4).Info("Creating mirror pod", "pod", fullName, "hash", hash, "attempt", attempt)
+		_, err = c.api.Create(ctx, mirror.Namespace, mirror, metav1.CreateOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("mirror: creating mirror pod %s: %w", fullName, err)
+		}
+
+		// The object a failed create returns is empty, so read the one
+		// that is there to learn whether it is already our mirror
+		// (decision D5).
+		existing, getErr := c.api.Get(ctx, mirror.Namespace, mirror.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(getErr) && attempt < createAttempts {
+			// Deleted between the two calls: the name is free again.
+			continue
+		}
+		if getErr != nil {
+			return fmt.Errorf("mirror: creating mirror pod %s: it already exists but reading it failed: %w", fullName, getErr)
+		}
+		existingHash, isMirror := existing.Annotations[ConfigMirrorAnnotationKey]
+		switch {
+		case !isMirror:
+			return fmt.Errorf("%w: creating mirror pod %s: a pod that is not a mirror pod already has that name",
+				ErrNotMirrorPod, fullName)
+		case existingHash != hash:
+			return fmt.Errorf("%w: creating mirror pod %s: the existing mirror (UID %s) has hash %q, the static pod has hash %q",
+				ErrHashMismatch, fullName, existing.UID, existingHash, hash)
+		}
 		return nil
 	}
-	if !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("mirror: creating mirror pod %s: %w", fullName, err)
-	}
-
-	// The object a failed create returns is empty, so read the one that is
-	// there to learn whether it is already our mirror (decision D5).
-	existing, getErr := c.api.Get(ctx, mirror.Namespace, mirror.Name, metav1.GetOptions{})
-	if getErr != nil {
-		return fmt.Errorf("mirror: creating mirror pod %s: it already exists but reading it failed: %w", fullName, getErr)
-	}
-	existingHash, isMirror := existing.Annotations[ConfigMirrorAnnotationKey]
-	switch {
-	case !isMirror:
-		return fmt.Errorf("%w: creating mirror pod %s: a pod that is not a mirror pod already has that name",
-			ErrNotMirrorPod, fullName)
-	case existingHash != hash:
-		return fmt.Errorf("%w: creating mirror pod %s: the existing mirror (UID %s) has hash %q, the static pod has hash %q",
-			ErrHashMismatch, fullName, existing.UID, existingHash, hash)
-	}
-	return nil
 }
+
+// createAttempts bounds how often CreateMirrorPod creates again when the pod
+// that made the create fail with AlreadyExists is gone by the time it is read.
+const createAttempts = 3
 
 func (c *Client) getNodeUID(ctx context.Context) (types.UID, error) {
 	if c.nodeName == "" {

@@ -387,6 +387,47 @@ func TestClientLogsToTheGivenLogger(t *testing.T) {
 	assert.Contains(t, lines[1], "Deleting mirror pod")
 }
 
+// The mirror is deleted (say, by housekeeping) between the AlreadyExists and
+// the read-back: the name is free again, so the client creates it anew.
+func TestCreateMirrorPodCreatesAgainWhenTheExistingPodVanishes(t *testing.T) {
+	api := mirrortest.NewFakePodAPI(mirrorPodIn("etcd-node-a", "m1", "hash-0"))
+	api.SetReactor(func(c mirrortest.Call) error {
+		if c.Verb == mirrortest.VerbGet {
+			api.Remove("kube-system", "etcd-node-a")
+		}
+		return nil
+	})
+	client := mirror.NewClient(api, testNode, nodeUIDIs(testNodeUID, nil))
+
+	require.NoError(t, client.CreateMirrorPod(context.Background(), staticPod("etcd-node-a", "hash-1")))
+	assert.Equal(t, []mirrortest.Verb{"create", "get", "create"}, verbs(api.Calls()))
+	created, ok := api.Pod("kube-system", "etcd-node-a")
+	require.True(t, ok)
+	assert.Equal(t, "hash-1", created.Annotations[mirror.ConfigMirrorAnnotationKey])
+}
+
+// If the name keeps being taken and freed, the client gives up after three
+// attempts with the NotFound, rather than looping.
+func TestCreateMirrorPodGivesUpOnAFlappingName(t *testing.T) {
+	squatter := mirrorPodIn("etcd-node-a", "m1", "hash-0")
+	api := mirrortest.NewFakePodAPI()
+	api.SetReactor(func(c mirrortest.Call) error {
+		switch c.Verb {
+		case mirrortest.VerbCreate:
+			api.Put(squatter)
+		case mirrortest.VerbGet:
+			api.Remove("kube-system", "etcd-node-a")
+		}
+		return nil
+	})
+	client := mirror.NewClient(api, testNode, nodeUIDIs(testNodeUID, nil))
+
+	err := client.CreateMirrorPod(context.Background(), staticPod("etcd-node-a", "hash-1"))
+	require.Error(t, err)
+	assert.True(t, apierrors.IsNotFound(err), "%v", err)
+	assert.Equal(t, []mirrortest.Verb{"create", "get", "create", "get", "create", "get"}, verbs(api.Calls()))
+}
+
 func TestClientIsSafeForConcurrentUse(t *testing.T) {
 	api := mirrortest.NewFakePodAPI()
 	client := mirror.NewClient(api, testNode, nodeUIDIs(testNodeUID, nil))
@@ -397,18 +438,25 @@ func TestClientIsSafeForConcurrentUse(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for r := range rounds {
-				// Two workers share each name, so creates and deletes race.
-				pod := staticPod(fmt.Sprintf("pod-%d", w%4), "h")
-				assert.NoError(t, client.CreateMirrorPod(ctx, pod))
-				if r%2 == 0 {
-					_, err := client.DeleteMirrorPod(ctx, mirror.PodFullName(pod), nil)
-					assert.NoError(t, err)
-				}
+				// Every worker creates the same shared mirrors: all but
+				// the first create of each meet AlreadyExists with the
+				// same hash, which is success (D5).
+				shared := staticPod(fmt.Sprintf("shared-%d", r%3), "h")
+				assert.NoError(t, client.CreateMirrorPod(ctx, shared))
+				// And each creates and deletes its own.
+				own := staticPod(fmt.Sprintf("own-%d", w), "h")
+				assert.NoError(t, client.CreateMirrorPod(ctx, own))
+				deleted, err := client.DeleteMirrorPod(ctx, mirror.PodFullName(own), nil)
+				assert.NoError(t, err)
+				assert.True(t, deleted)
 			}
 		})
 	}
 	wg.Wait()
+	var names []string
 	for _, p := range api.Pods() {
 		assert.True(t, mirror.IsMirrorPod(p))
+		names = append(names, p.Name)
 	}
+	assert.Equal(t, []string{"shared-0", "shared-1", "shared-2"}, names)
 }

@@ -213,6 +213,9 @@ func TestFakePodAPISetupAndInjection(t *testing.T) {
 	assert.Equal(t, []string{"a", "b"}, []string{pods[0].Name, pods[1].Name}, "sorted")
 	assert.NotEmpty(t, pods[0].UID, "a UID is generated when missing")
 	assert.Equal(t, types.UID("kept"), pods[1].UID)
+	assert.True(t, api.Remove("ns", "b"))
+	assert.False(t, api.Remove("ns", "b"))
+	api.Put(pods[1])
 	assert.Empty(t, api.Calls(), "setup is not recorded")
 
 	boom := apierrors.NewInternalError(errors.New("boom"))

@@ -105,6 +105,18 @@ func (a *FakePodAPI) Put(pod *v1.Pod) {
 	a.pods[key(stored.Namespace, stored.Name)] = stored
 }
 
+// Remove deletes the stored pod namespace/name, if any, without recording a
+// call, and reports whether there was one: for changing the fake behind a
+// client's back.
+func (a *FakePodAPI) Remove(namespace, name string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := key(namespace, name)
+	_, ok := a.pods[k]
+	delete(a.pods, k)
+	return ok
+}
+
 // Pod returns a copy of the stored pod namespace/name.
 func (a *FakePodAPI) Pod(namespace, name string) (*v1.Pod, bool) {
 	a.mu.Lock()
