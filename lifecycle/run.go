@@ -1,0 +1,97 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Run is the node agent's sync loop. It dispatches each update received
+// from updates (Dispatch) and runs Housekeeping every
+// Options.HousekeepingInterval (on the injected clock) once the sources are
+// ready, until ctx ends. A closed updates channel means no more config:
+// Run keeps housekeeping until ctx ends.
+//
+// Starting the pod workers: set Options.RunWorkers to the workers' Run and
+// let Run start them; this is the intended wiring. Run then starts them
+// first, and when ctx ends it stops dispatching, cancels the workers'
+// context, and returns only after their Run has returned, that is after
+// every hook they started has returned. If the workers' Run returns while
+// the loop still runs (it was already running, say), Run stops and returns
+// an error wrapping the workers' error. Without Options.RunWorkers, the
+// caller runs the workers itself (before or alongside Run, for instance in
+// an errgroup with the same ctx) and Run returns as soon as its loop
+// stops; the workers then drain on their own.
+//
+// Run may be called once; a second call returns an error at once. Call it
+// from a goroutine of its own; everything it does happens there, so the
+// Handler's callbacks (admission handlers, OnReject, the RuntimePodLister,
+// the MirrorClient) run on it. It returns nil when ctx ended.
+func (h *Handler) Run(ctx context.Context, updates <-chan PodUpdate) error {
+	h.mu.Lock()
+	if h.running {
+		h.mu.Unlock()
+		return errors.New("lifecycle: Handler.Run called twice")
+	}
+	h.running = true
+	h.mu.Unlock()
+
+	workersDone := make(chan error, 1)
+	workersCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWorkers()
+	if h.runWorkers != nil {
+		go func() { workersDone <- h.runWorkers(workersCtx) }()
+	}
+
+	ticker := h.clock.NewTicker(h.interval)
+	defer ticker.Stop()
+	h.log.Info("Starting the pod sync loop", "housekeepingInterval", h.interval)
+
+	var loopErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-workersDone:
+			loopErr = fmt.Errorf("lifecycle: the pod workers stopped while the sync loop ran: %w", errOrNil(err))
+			workersDone = nil
+			break loop
+		case u, ok := <-updates:
+			if !ok {
+				h.log.V(2).Info("The config update channel was closed; housekeeping goes on")
+				updates = nil
+				continue
+			}
+			if err := h.Dispatch(ctx, u); err != nil {
+				h.log.Error(err, "Dropping a config update")
+			}
+		case <-ticker.C():
+			if !h.SourcesReady() {
+				h.log.V(4).Info("Skipping housekeeping: the config sources are not all ready")
+				continue
+			}
+			if err := h.Housekeeping(ctx); err != nil {
+				h.log.Error(err, "Housekeeping failed")
+			}
+		}
+	}
+
+	h.log.Info("Stopping the pod sync loop")
+	stopWorkers()
+	if h.runWorkers != nil && workersDone != nil {
+		if err := <-workersDone; err != nil && loopErr == nil {
+			loopErr = fmt.Errorf("lifecycle: the pod workers stopped with an error: %w", err)
+		}
+	}
+	return loopErr
+}
+
+// errOrNil names a nil error, for a workers' Run that returned early
+// without one.
+func errOrNil(err error) error {
+	if err == nil {
+		return errors.New("their Run returned nil before the context ended")
+	}
+	return err
+}
