@@ -334,6 +334,9 @@ func (s *Syncer) runSandbox(ctx context.Context, pod *v1.Pod, config *runtimeapi
 // grace seconds each, in parallel, then every sandbox), then checks with
 // the runtime that nothing runs. A cancelled ctx escalates.
 func (s *Syncer) stopAll(ctx context.Context, uid types.UID, status *PodStatus, grace int64) error {
+	if err := ctx.Err(); err != nil {
+		return s.escalate(ctx, uid, status, err)
+	}
 	err := s.stopOnce(ctx, uid, status, grace)
 	if err == nil || ctx.Err() == nil {
 		return err
