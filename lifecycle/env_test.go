@@ -193,6 +193,20 @@ func (e *env) housekeep() {
 	synctest.Wait()
 }
 
+// feedMirrors plays the API server source: it sends the mirror pods the
+// FakeClient holds, each with a UID of its own, as the API source's full
+// snapshot.
+func (e *env) feedMirrors() {
+	e.t.Helper()
+	var pods []*v1.Pod
+	for _, name := range e.mirrors.MirrorPodNames() {
+		m, _ := e.mirrors.MirrorPod(name)
+		m.UID = types.UID("mirror-" + m.Annotations[mirror.ConfigMirrorAnnotationKey])
+		pods = append(pods, m)
+	}
+	e.set(mirror.ApiserverSource, pods...)
+}
+
 func (e *env) trace(uid types.UID) string { return e.syncer.Trace(uid) }
 
 func (e *env) stage(uid types.UID) podworker.Stage {

@@ -1,0 +1,341 @@
+package lifecycle
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podkit/podkit/mirror"
+)
+
+// PodSink receives the full snapshots of a config source. *Config
+// implements it.
+type PodSink interface {
+	// SetPods replaces everything source had with pods. The pods stay the
+	// caller's: the sink copies what it keeps. An error other than ctx's
+	// stops the source.
+	SetPods(ctx context.Context, source string, pods []*v1.Pod) error
+}
+
+// PodSinkFunc adapts a function to a PodSink.
+type PodSinkFunc func(ctx context.Context, source string, pods []*v1.Pod) error
+
+// SetPods calls f.
+func (f PodSinkFunc) SetPods(ctx context.Context, source string, pods []*v1.Pod) error {
+	return f(ctx, source, pods)
+}
+
+var (
+	_ PodSink = PodSinkFunc(nil)
+	_ PodSink = (*Config)(nil)
+)
+
+// DefaultManifestInterval is how often a ManifestSource reads its directory
+// when ManifestOptions.Interval is 0, the kubelet's default.
+const DefaultManifestInterval = 20 * time.Second
+
+// ManifestOptions configure a ManifestSource.
+type ManifestOptions struct {
+	// NodeName is the node the agent runs as. Required: it is part of each
+	// static pod's name, UID and spec.nodeName (mirror.PrepareStaticPod).
+	NodeName string
+	// Source is the source name the pods are sent under and stamped with.
+	// Defaults to mirror.FileSource. It must not be mirror.ApiserverSource.
+	Source string
+	// Interval is how often the directory is read again. Defaults to
+	// DefaultManifestInterval; negative is an error.
+	Interval time.Duration
+	// Clock drives the interval. Defaults to the real clock.
+	Clock clock.WithTicker
+	// Logger receives the source's logs. Defaults to the zero Logger,
+	// which discards.
+	Logger logr.Logger
+	// Recorder receives a ReasonInvalidManifest Warning event, about the
+	// Node, for each manifest file that cannot be used, once per content.
+	// Defaults to none.
+	Recorder Recorder
+}
+
+// ManifestSource is a config source that reads static pod manifests from a
+// directory: one pod per file, in YAML or JSON, with apiVersion v1 and kind
+// Pod. Files whose names start with "." are ignored, as are names that do
+// not end in ".yaml", ".yml" or ".json" (editor backups, say) and anything
+// that is not a regular file (subdirectories are not read).
+//
+// Each pod is decoded strictly (an unknown or duplicated field makes the
+// file unusable, so a typo is reported instead of silently ignored) and
+// taken as written, except that an unset spec.terminationGracePeriodSeconds
+// becomes the API default of 30 seconds (the pod workers would otherwise
+// give it 1); no other API defaulting is applied, so hooks must read unset
+// fields as their API defaults. It is then prepared with
+// mirror.PrepareStaticPod, which gives it its UID (a hash of the content,
+// node name and source), the node-suffixed name, namespace, node name and
+// config annotations.
+//
+// A file that cannot be read, decoded or prepared is reported (log and
+// event) and contributes no pod until it is fixed; the other files' pods
+// are unaffected. As in the kubelet, a file that was good and turns bad
+// therefore removes its pod. A missing directory counts as empty; a
+// directory that cannot be listed keeps the last snapshot.
+//
+// Create it with NewManifestSource and call Run; Scan does one read for
+// agents that drive time themselves. Methods are safe for concurrent use.
+type ManifestSource struct {
+	dir      string
+	nodeName string
+	source   string
+	interval time.Duration
+	clock    clock.WithTicker
+	log      logr.Logger
+	recorder Recorder
+	nodeRef  *v1.ObjectReference
+
+	// mu serializes Scan and guards the fields below.
+	mu sync.Mutex
+	// files holds, by file name, what each file last read gave.
+	files map[string]*manifestFile
+	// scanned is set after the first successful Scan.
+	scanned bool
+}
+
+// manifestFile is what one manifest file gave the last time it was read.
+type manifestFile struct {
+	data []byte
+	// pod is the prepared static pod, nil when err is set.
+	pod *v1.Pod
+	// err says why the file gives no pod.
+	err error
+}
+
+// NewManifestSource returns a source for the manifests in dir. It reads
+// nothing yet. It returns an error, prefixed "lifecycle: ", for an empty
+// dir or node name, an API server source name, or a negative interval.
+func NewManifestSource(dir string, opts ManifestOptions) (*ManifestSource, error) {
+	switch {
+	case dir == "":
+		return nil, errors.New("lifecycle: NewManifestSource needs a directory, got \"\"")
+	case opts.NodeName == "":
+		return nil, errors.New("lifecycle: ManifestOptions.NodeName is empty; static pods need the node's name")
+	case opts.Source == mirror.ApiserverSource:
+		return nil, fmt.Errorf("lifecycle: ManifestOptions.Source is %q, which would make the manifests API pods", opts.Source)
+	case opts.Interval < 0:
+		return nil, fmt.Errorf("lifecycle: ManifestOptions.Interval is %v; want 0 (default) or more", opts.Interval)
+	}
+	if opts.Source == "" {
+		opts.Source = mirror.FileSource
+	}
+	if opts.Interval == 0 {
+		opts.Interval = DefaultManifestInterval
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Recorder == nil {
+		opts.Recorder = nopRecorder{}
+	}
+	return &ManifestSource{
+		dir:      dir,
+		nodeName: opts.NodeName,
+		source:   opts.Source,
+		interval: opts.Interval,
+		clock:    opts.Clock,
+		log:      opts.Logger.WithValues("manifestDir", dir),
+		recorder: opts.Recorder,
+		nodeRef:  &v1.ObjectReference{Kind: "Node", Name: opts.NodeName, UID: types.UID(opts.NodeName)},
+		files:    map[string]*manifestFile{},
+	}, nil
+}
+
+// Source returns the source name the pods are sent under.
+func (s *ManifestSource) Source() string { return s.source }
+
+// Run sends a snapshot of the directory to sink at once and then, every
+// interval, again whenever a file was added, changed or removed, until ctx
+// ends (it then returns nil). It returns an error when sink fails for a
+// reason other than ctx's end, or for a nil sink. A failure to list the
+// directory is logged and the next interval tried; until a first listing
+// succeeds nothing is sent, so the source is not ready. Call it from a
+// goroutine of its own.
+func (s *ManifestSource) Run(ctx context.Context, sink PodSink) error {
+	if sink == nil {
+		return errors.New("lifecycle: ManifestSource.Run needs a PodSink, got nil")
+	}
+	ticker := s.clock.NewTicker(s.interval)
+	defer ticker.Stop()
+	for {
+		pods, changed, err := s.Scan()
+		switch {
+		case err != nil:
+			s.log.Error(err, "Reading the manifest directory failed; keeping the last snapshot")
+		case changed:
+			if err := sink.SetPods(ctx, s.source, pods); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				// The snapshot was not taken: send it again next time.
+				s.mu.Lock()
+				s.scanned = false
+				s.mu.Unlock()
+				return fmt.Errorf("lifecycle: manifest source %s: %w", s.dir, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		}
+	}
+}
+
+// Scan reads the directory once and returns the static pods of its usable
+// manifests, sorted by file name, and whether anything changed since the
+// previous successful Scan (always true for the first). Unchanged files are
+// not decoded again, and a broken file is reported only when its content
+// changes. The pods are new copies and the caller's. The error, prefixed
+// "lifecycle: ", says the directory could not be listed; nothing is
+// changed then.
+func (s *ManifestSource) Scan() (pods []*v1.Pod, changed bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	names, err := s.list()
+	if err != nil {
+		return nil, false, err
+	}
+	changed = !s.scanned || len(names) != len(s.files)
+	next := make(map[string]*manifestFile, len(names))
+	for _, name := range names {
+		f := s.read(name)
+		if prev, ok := s.files[name]; ok && prev.same(f) {
+			f = prev
+		} else {
+			changed = true
+			if f.err != nil {
+				s.report(name, f.err)
+			} else {
+				s.log.V(2).Info("Read static pod manifest", "file", name, "pod", mirror.PodFullName(f.pod), "podUID", f.pod.UID)
+			}
+		}
+		next[name] = f
+		if f.pod != nil {
+			pods = append(pods, f.pod.DeepCopy())
+		}
+	}
+	for name := range s.files {
+		if _, ok := next[name]; !ok {
+			changed = true
+			s.log.V(2).Info("Static pod manifest removed", "file", name)
+		}
+	}
+	s.files = next
+	s.scanned = true
+	return pods, changed, nil
+}
+
+// list returns the names of the manifest files in the directory, sorted.
+func (s *ManifestSource) list() ([]string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			s.log.V(2).Info("The manifest directory does not exist; it has no pods")
+			return nil, nil
+		}
+		return nil, fmt.Errorf("lifecycle: listing manifest directory %s: %w", s.dir, err)
+	}
+	var names []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		switch strings.ToLower(filepath.Ext(name)) {
+		case ".yaml", ".yml", ".json":
+		default:
+			continue
+		}
+		if !e.Type().IsRegular() {
+			// Follow symlinks (common for managed manifests); skip
+			// directories and devices.
+			info, err := os.Stat(filepath.Join(s.dir, name))
+			if err != nil || !info.Mode().IsRegular() {
+				continue
+			}
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// read reads and decodes one manifest file.
+func (s *ManifestSource) read(name string) *manifestFile {
+	data, err := os.ReadFile(filepath.Join(s.dir, name))
+	if err != nil {
+		return &manifestFile{err: fmt.Errorf("reading it: %w", err)}
+	}
+	f := &manifestFile{data: data}
+	pod, err := decodeManifest(data)
+	if err == nil {
+		err = mirror.PrepareStaticPod(pod, s.nodeName, s.source)
+	}
+	if err != nil {
+		f.err = err
+		return f
+	}
+	f.pod = pod
+	return f
+}
+
+// same reports whether f and g read the same content with the same
+// outcome.
+func (f *manifestFile) same(g *manifestFile) bool {
+	if (f.err == nil) != (g.err == nil) || (f.err != nil && f.err.Error() != g.err.Error()) {
+		return false
+	}
+	return bytes.Equal(f.data, g.data)
+}
+
+func (s *ManifestSource) report(name string, err error) {
+	path := filepath.Join(s.dir, name)
+	s.log.Error(err, "Ignoring an unusable static pod manifest until it is fixed", "file", path)
+	s.recorder.Eventf(s.nodeRef, v1.EventTypeWarning, ReasonInvalidManifest,
+		"Static pod manifest %s is ignored until it is fixed: %v", path, err)
+}
+
+// decodeManifest decodes one v1 Pod from YAML or JSON, strictly.
+func decodeManifest(data []byte) (*v1.Pod, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("the file is empty")
+	}
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &tm); err != nil {
+		return nil, fmt.Errorf("not valid YAML or JSON: %w", err)
+	}
+	if tm.APIVersion != "v1" || tm.Kind != "Pod" {
+		return nil, fmt.Errorf("apiVersion %q and kind %q; want apiVersion \"v1\" and kind \"Pod\"", tm.APIVersion, tm.Kind)
+	}
+	pod := &v1.Pod{}
+	if err := yaml.UnmarshalStrict(data, pod); err != nil {
+		return nil, fmt.Errorf("not a valid pod: %w", err)
+	}
+	if pod.Spec.TerminationGracePeriodSeconds == nil {
+		grace := int64(v1.DefaultTerminationGracePeriodSeconds)
+		pod.Spec.TerminationGracePeriodSeconds = &grace
+	}
+	return pod, nil
+}
