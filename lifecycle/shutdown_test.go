@@ -1,0 +1,186 @@
+package lifecycle_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/mirror"
+	"github.com/podkit/podkit/podworker"
+	"github.com/podkit/podkit/podworker/podworkertest"
+)
+
+func withGrace(pod *v1.Pod, seconds int64) *v1.Pod {
+	pod.Spec.TerminationGracePeriodSeconds = &seconds
+	return pod
+}
+
+func critical(pod *v1.Pod) *v1.Pod {
+	pod.Spec.PriorityClassName = lifecycle.SystemNodeCritical
+	return pod
+}
+
+type shutdownResult struct {
+	report lifecycle.ShutdownReport
+	err    error
+}
+
+func names(pods []lifecycle.ShutdownPod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.FullName)
+	}
+	return out
+}
+
+func TestShutdownNodeOrdering(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.start()
+		prio := int32(2000000001)
+		highPriority := apiPod("c2", "dns", 3)
+		highPriority.Spec.Priority = &prio
+		e.set(mirror.ApiserverSource,
+			withGrace(apiPod("r1", "web", 0), 30),
+			withGrace(apiPod("r2", "batch", 1), 5),
+			critical(apiPod("c1", "cni", 2)),
+			highPriority,
+		)
+		gate := e.syncer.Hold("r1", podworkertest.HookSyncTerminatingPod)
+
+		done := make(chan shutdownResult, 1)
+		go func() {
+			r, err := e.h.ShutdownNode(e.ctx, lifecycle.ShutdownOptions{GracePeriod: 20 * time.Second, CriticalGracePeriod: 8 * time.Second})
+			done <- shutdownResult{r, err}
+		}()
+		require.NoError(t, gate.Wait(e.ctx))
+		synctest.Wait()
+		assert.Equal(t, "sync:create kill(12)", e.trace("r1"), "other pods get the budget minus the critical share")
+		assert.Equal(t, "sync:create kill(5) terminated", e.trace("r2"), "a shorter spec grace period wins")
+		assert.Equal(t, "sync:create", e.trace("c1"), "critical pods wait for the others")
+		assert.Equal(t, "sync:create", e.trace("c2"))
+
+		// New pods are refused from now on.
+		e.set(mirror.ApiserverSource,
+			withGrace(apiPod("r1", "web", 0), 30), withGrace(apiPod("r2", "batch", 1), 5),
+			critical(apiPod("c1", "cni", 2)), highPriority, apiPod("late", "late", 4))
+		rej := e.rejections()
+		require.Len(t, rej, 1)
+		assert.Equal(t, lifecycle.ReasonNodeShutdown, rej[0].Status.Reason)
+
+		e.clock.Step(3 * time.Second)
+		gate.Release()
+		res := <-done
+		require.NoError(t, res.err)
+		assert.Equal(t, []string{"batch_default", "web_default", "cni_default", "dns_default"}, names(res.report.Terminated))
+		assert.Empty(t, res.report.NotTerminated)
+		assert.Equal(t, "sync:create kill(17) terminated", e.trace("c1"), "critical pods get what is left: 20s - 3s")
+		assert.Equal(t, "sync:create kill(17) terminated", e.trace("c2"))
+		for _, p := range res.report.Terminated {
+			assert.Equal(t, p.FullName == "cni_default" || p.FullName == "dns_default", p.Critical, p.FullName)
+		}
+
+		// The syncer is handed the node-shutdown status to apply.
+		calls := e.syncer.CallsFor("c1")
+		var status v1.PodStatus
+		calls[1].PodStatusFunc(&status)
+		assert.Equal(t, v1.PodFailed, status.Phase)
+		assert.Equal(t, "Terminated", status.Reason)
+		require.Len(t, status.Conditions, 1)
+		assert.Equal(t, v1.DisruptionTarget, status.Conditions[0].Type)
+		assert.Equal(t, v1.ConditionTrue, status.Conditions[0].Status)
+
+		// Housekeeping does not bring anything back during shutdown.
+		e.housekeep()
+		assert.Equal(t, "sync:create kill(12) terminated", e.trace("r1"))
+		info, _ := e.workers.Pod("r1")
+		assert.True(t, info.Finished)
+		_, known := e.workers.Pod("late")
+		assert.False(t, known)
+	})
+}
+
+func TestShutdownNodeBudget(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.start()
+		e.set(mirror.ApiserverSource, withGrace(apiPod("r1", "web", 0), 30), critical(apiPod("c1", "cni", 1)))
+		stuck := e.syncer.Hold("r1", podworkertest.HookSyncTerminatingPod)
+		stuckToo := e.syncer.Hold("c1", podworkertest.HookSyncTerminatingPod)
+
+		done := make(chan shutdownResult, 1)
+		go func() {
+			r, err := e.h.ShutdownNode(e.ctx, lifecycle.ShutdownOptions{GracePeriod: 10 * time.Second, CriticalGracePeriod: 4 * time.Second})
+			done <- shutdownResult{r, err}
+		}()
+		require.NoError(t, stuck.Wait(e.ctx))
+		synctest.Wait()
+		assert.Equal(t, "sync:create kill(6)", e.trace("r1"))
+		assert.Equal(t, "sync:create", e.trace("c1"))
+
+		e.clock.Step(6 * time.Second)
+		require.NoError(t, stuckToo.Wait(e.ctx))
+		synctest.Wait()
+		assert.Equal(t, "sync:create kill(4)", e.trace("c1"), "the critical group starts when the others' time is up")
+		select {
+		case <-done:
+			t.Fatal("ShutdownNode returned before the budget was spent")
+		default:
+		}
+
+		e.clock.Step(4 * time.Second)
+		res := <-done
+		require.ErrorIs(t, res.err, lifecycle.ErrShutdownBudgetSpent)
+		assert.Empty(t, res.report.Terminated)
+		assert.Equal(t, []string{"web_default", "cni_default"}, names(res.report.NotTerminated))
+		assert.Equal(t, int64(6), res.report.NotTerminated[0].GracePeriod)
+		assert.Equal(t, int64(4), res.report.NotTerminated[1].GracePeriod)
+
+		// Termination goes on after ShutdownNode returned.
+		stuck.Release()
+		stuckToo.Release()
+		synctest.Wait()
+		assert.Equal(t, podworker.StageFinished, e.stage("r1"))
+		assert.Equal(t, podworker.StageFinished, e.stage("c1"))
+	})
+}
+
+func TestShutdownNodeValidates(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, opts := range []lifecycle.ShutdownOptions{
+		{},
+		{GracePeriod: -time.Second},
+		{GracePeriod: time.Second, CriticalGracePeriod: 2 * time.Second},
+		{GracePeriod: time.Second, CriticalGracePeriod: -1},
+	} {
+		_, err := e.h.ShutdownNode(t.Context(), opts)
+		assert.ErrorContains(t, err, "lifecycle: ShutdownOptions")
+	}
+	// Nothing was done: admission still works.
+	e.h.HandlePodAdditions(t.Context(), []*v1.Pod{apiPod("p", "p", 0)})
+	_, known := e.workers.Pod("p")
+	assert.True(t, known)
+}
+
+func TestIsCriticalPod(t *testing.T) {
+	low, high := int32(1000), lifecycle.SystemCriticalPriority
+	for name, tc := range map[string]struct {
+		pod  *v1.Pod
+		want bool
+	}{
+		"nil":              {nil, false},
+		"plain":            {apiPod("a", "a", 0), false},
+		"node critical":    {critical(apiPod("a", "a", 0)), true},
+		"cluster critical": {func() *v1.Pod { p := apiPod("a", "a", 0); p.Spec.PriorityClassName = lifecycle.SystemClusterCritical; return p }(), true},
+		"low priority":     {func() *v1.Pod { p := apiPod("a", "a", 0); p.Spec.Priority = &low; return p }(), false},
+		"system priority":  {func() *v1.Pod { p := apiPod("a", "a", 0); p.Spec.Priority = &high; return p }(), true},
+		"static alone":     {staticPod(t, "s", "s"), false},
+	} {
+		t.Run(name, func(t *testing.T) { assert.Equal(t, tc.want, lifecycle.IsCriticalPod(tc.pod)) })
+	}
+}
