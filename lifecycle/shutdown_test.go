@@ -173,13 +173,17 @@ func TestIsCriticalPod(t *testing.T) {
 		pod  *v1.Pod
 		want bool
 	}{
-		"nil":              {nil, false},
-		"plain":            {apiPod("a", "a", 0), false},
-		"node critical":    {critical(apiPod("a", "a", 0)), true},
-		"cluster critical": {func() *v1.Pod { p := apiPod("a", "a", 0); p.Spec.PriorityClassName = lifecycle.SystemClusterCritical; return p }(), true},
-		"low priority":     {func() *v1.Pod { p := apiPod("a", "a", 0); p.Spec.Priority = &low; return p }(), false},
-		"system priority":  {func() *v1.Pod { p := apiPod("a", "a", 0); p.Spec.Priority = &high; return p }(), true},
-		"static alone":     {staticPod(t, "s", "s"), false},
+		"nil":           {nil, false},
+		"plain":         {apiPod("a", "a", 0), false},
+		"node critical": {critical(apiPod("a", "a", 0)), true},
+		"cluster critical": {func() *v1.Pod {
+			p := apiPod("a", "a", 0)
+			p.Spec.PriorityClassName = lifecycle.SystemClusterCritical
+			return p
+		}(), true},
+		"low priority":    {func() *v1.Pod { p := apiPod("a", "a", 0); p.Spec.Priority = &low; return p }(), false},
+		"system priority": {func() *v1.Pod { p := apiPod("a", "a", 0); p.Spec.Priority = &high; return p }(), true},
+		"static alone":    {staticPod(t, "s", "s"), false},
 	} {
 		t.Run(name, func(t *testing.T) { assert.Equal(t, tc.want, lifecycle.IsCriticalPod(tc.pod)) })
 	}
