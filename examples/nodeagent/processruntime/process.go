@@ -1,0 +1,144 @@
+package processruntime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// startProcess starts the process of container spec of pod p. It returns
+// the running process, its Cmd (to reap it) and its log file (to close
+// once it has exited). The error says why nothing was started.
+func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container) (*proc, *exec.Cmd, *os.File, error) {
+	if spec == nil {
+		return nil, nil, nil, errors.New("the container is not in the pod's spec")
+	}
+	env, path := r.environment(pod, spec)
+	dir := spec.WorkingDir
+	if dir == "" {
+		dir = filepath.Join(p.dir, scratchDir)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, nil, nil, fmt.Errorf("working directory %q does not exist or is not a directory", dir)
+	}
+	argv := append(append([]string(nil), spec.Command...), spec.Args...)
+	exe, err := lookPath(argv[0], path, dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	logf, err := os.OpenFile(filepath.Join(p.dir, logsDir, spec.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("opening the log file: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:        exe,
+		Args:        argv,
+		Env:         env,
+		Dir:         dir,
+		Stdout:      logf,
+		Stderr:      logf,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, nil, nil, fmt.Errorf("starting %q: %w", exe, err)
+	}
+	pid := cmd.Process.Pid
+	// The child is not reaped before reap runs, so its stat is readable
+	// even if it has already exited.
+	st, err := readStat(pid)
+	if err != nil {
+		r.log.Error(err, "Cannot read a new process's start time; it will not be recognised after an agent restart", "pid", pid)
+	}
+	pr := &proc{pid: pid, pgid: pid, startTicks: st.startTicks, startedAt: r.clock.Now(), done: make(chan struct{})}
+	pr.id = containerID(pid, pr.startTicks)
+	return pr, cmd, logf, nil
+}
+
+// environment builds a container's environment, in the order the later
+// entry wins: PATH, HOSTNAME, HOME, the container's env, the PODKIT_*
+// variables. It also returns the PATH commands are looked up in.
+func (r *Runtime) environment(pod *v1.Pod, spec *v1.Container) (env []string, path string) {
+	path = r.path
+	env = []string{"HOSTNAME=" + pod.Name, "HOME=/"}
+	for _, e := range spec.Env {
+		v := e.Value
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			v, _ = fieldRefValue(pod, e.ValueFrom.FieldRef.FieldPath)
+		}
+		if e.Name == "PATH" {
+			path = v
+		}
+		env = append(env, e.Name+"="+v)
+	}
+	env = append([]string{"PATH=" + path}, env...)
+	env = append(env,
+		EnvPodUID+"="+string(pod.UID),
+		EnvPodName+"="+pod.Name,
+		EnvPodNamespace+"="+pod.Namespace,
+		EnvContainerName+"="+spec.Name,
+	)
+	return env, path
+}
+
+// lookPath finds the executable for name: a name with a slash is a path
+// (relative to dir), any other is looked up in path. The error names the
+// command and the PATH searched, so a typo in a manifest is plain to see.
+func lookPath(name, path, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := executable(p); err != nil {
+			return "", fmt.Errorf("command %q: %w", name, err)
+		}
+		return p, nil
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" || !filepath.IsAbs(d) {
+			continue
+		}
+		p := filepath.Join(d, name)
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("command %q not found in PATH %q", name, path)
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return errors.New("no such file")
+	case fi.IsDir():
+		return errors.New("is a directory")
+	case fi.Mode()&0o111 == 0:
+		return errors.New("is not executable")
+	}
+	return nil
+}
+
+// exitStatus turns a reaped process's state into an ExitStatus (without
+// times).
+func exitStatus(waitErr error, ps *os.ProcessState) ExitStatus {
+	if ps == nil {
+		return ExitStatus{Code: 137, Reason: ReasonStatusUnknown, Message: fmt.Sprintf("cannot wait for the process: %v", waitErr)}
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case ok && ws.Signaled():
+		sig := ws.Signal()
+		return ExitStatus{Code: 128 + int32(sig), Signal: int32(sig), Reason: ReasonError, Message: "killed by signal: " + sig.String()}
+	case ps.ExitCode() == 0:
+		return ExitStatus{Code: 0, Reason: ReasonCompleted}
+	}
+	return ExitStatus{Code: int32(ps.ExitCode()), Reason: ReasonError}
+}
