@@ -79,7 +79,7 @@ func newMachine(resync, backOff, maxBackOff time.Duration, m *metrics) *machine 
 
 func (m *machine) moved(r *record, from Stage, now time.Time) {
 	to := r.stage()
-	if m.records[r.uid] != r {
+	if r.has(fForgotten) {
 		to = StageAbsent
 	}
 	if from == to {
@@ -95,11 +95,10 @@ func (m *machine) moved(r *record, from Stage, now time.Time) {
 func (m *machine) apply(now time.Time, u update, k killRequest) {
 	runtimeOnly := u.pod == nil
 	var uid types.UID
-	var fullName string
 	if runtimeOnly {
-		uid, fullName = u.runningPod.UID, buildFullName(u.runningPod.Name, u.runningPod.Namespace)
+		uid = u.runningPod.UID
 	} else {
-		uid, fullName = u.pod.UID, buildFullName(u.pod.Name, u.pod.Namespace)
+		uid = u.pod.UID
 		u.runningPod = nil
 	}
 	if u.startTime.IsZero() {
@@ -110,7 +109,12 @@ func (m *machine) apply(now time.Time, u update, k killRequest) {
 	first := r == nil
 	from := StageAbsent
 	if first {
-		r = &record{uid: uid, fullName: fullName, heapIdx: -1}
+		r = &record{uid: uid, heapIdx: -1}
+		if runtimeOnly {
+			r.fullName = buildFullName(u.runningPod.Name, u.runningPod.Namespace)
+		} else {
+			r.fullName = buildFullName(u.pod.Name, u.pod.Namespace)
+		}
 		if !runtimeOnly {
 			if isStaticPod(u.pod) {
 				r.flags |= fStatic
@@ -142,15 +146,11 @@ func (m *machine) apply(now time.Time, u update, k killRequest) {
 		m.keepOrClose(r, k)
 		return
 	}
-	if r.has(fFinished) {
-		closeAll(k.chans[:])
-		return
-	}
-
 	becameTerminating := false
 	switch {
 	case r.has(fTermRequested):
-		// Decision D3: a later deletion or eviction still counts.
+		// Decision D3: a later deletion or eviction still counts, also
+		// once the pod is finished (ShouldPodContentBeRemoved changes).
 		if runtimeOnly || pod.DeletionTimestamp != nil {
 			r.flags |= fDeleted
 		}
@@ -171,6 +171,11 @@ func (m *machine) apply(now time.Time, u update, k killRequest) {
 	if becameTerminating {
 		r.flags |= fTermRequested
 		m.unwaitStatic(r, now)
+	}
+	if r.has(fFinished) {
+		// Finished implies termination was requested: nothing more runs.
+		closeAll(k.chans[:])
+		return
 	}
 
 	shortened := false
@@ -199,9 +204,17 @@ func (m *machine) apply(now time.Time, u update, k killRequest) {
 	r.flags |= fHasPending
 	m.makeReady(r)
 
-	if (becameTerminating || shortened) && r.cancel != nil {
-		r.cancel()
-		r.ctx, r.cancel = nil, nil
+	if becameTerminating || shortened {
+		r.cancelHooks()
+	}
+}
+
+// cancelHooks cancels the context of r's hooks, if it has one; the next hook
+// gets a new one.
+func (r *record) cancelHooks() {
+	if r.ctx != nil {
+		r.ctx.cancel()
+		r.ctx = nil
 	}
 }
 
@@ -418,11 +431,11 @@ func (m *machine) begin(r *record, now time.Time) (w work, ok bool) {
 func (m *machine) complete(r *record, w work, terminal bool, err error, now time.Time) {
 	r.flags &^= fRunning
 	r.lastSync = now
-	if m.records[r.uid] != r {
+	if r.has(fForgotten) {
 		return
 	}
 	from := r.stage()
-	defer m.moved(r, from, now)
+	defer func() { m.moved(r, from, now) }()
 
 	if err != nil {
 		m.metrics.retries[w.state].Inc()
@@ -466,16 +479,20 @@ func (m *machine) complete(r *record, w work, terminal bool, err error, now time
 			m.delay(r, now.Add(jitter.Up(m.resync, 0.5)))
 		}
 	case Terminating:
+		if w.runtimeOnly {
+			// Nothing else to clean up for a pod known only from the
+			// runtime: it is forgotten (which closes its channels). That is
+			// one move, terminating to absent, and forget reports it from
+			// the stage the pod is in; the deferred report has none left.
+			m.forget(r, now)
+			r.flags |= fTerminated | fFinished
+			from = StageAbsent
+			return
+		}
 		r.flags |= fTerminated
 		r.flags &^= fFirstSeenTerminal
 		r.closeCompleted()
 		r.statusFn = nil
-		if w.runtimeOnly {
-			// Nothing else to clean up for a pod known only from the runtime.
-			r.flags |= fFinished
-			m.forget(r, now)
-			return
-		}
 		m.requeueLast(r)
 		m.makeReady(r)
 	case Terminated:
@@ -483,10 +500,7 @@ func (m *machine) complete(r *record, w work, terminal bool, err error, now time
 		r.flags &^= fHasPending
 		r.pending = update{}
 		r.closeCompleted()
-		if r.cancel != nil {
-			r.cancel()
-			r.ctx, r.cancel = nil, nil
-		}
+		r.cancelHooks()
 		m.releaseStatic(r)
 	}
 }
@@ -607,20 +621,23 @@ func (m *machine) wakeStatic(fullName string, s *staticSlot) {
 	}
 }
 
-// forget removes r entirely. r's hook must not be running.
+// forget removes r entirely and reports it. r's hook must not be running.
 func (m *machine) forget(r *record, now time.Time) {
 	from := r.stage()
+	m.remove(r)
+	m.moved(r, from, now)
+}
+
+// remove takes r out of the engine without reporting the stage change.
+func (m *machine) remove(r *record) {
 	m.unqueue(r)
 	if r.has(fWaiting) || r.has(fStatic) {
 		m.releaseStatic(r)
 	}
-	if r.cancel != nil {
-		r.cancel()
-		r.ctx, r.cancel = nil, nil
-	}
+	r.cancelHooks()
 	r.closeCompleted()
 	delete(m.records, r.uid)
-	m.moved(r, from, now)
+	r.flags |= fForgotten
 }
 
 // syncKnown implements SyncKnownPods.
@@ -659,10 +676,7 @@ func (m *machine) removeIfDone(r *record, orphan bool, now time.Time) bool {
 		// Decision D9: an orphan stops with its computed grace period.
 		r.flags |= fTermRequested
 		r.gracePeriod, _ = effectiveGrace(r.gracePeriod, r.pod, nil)
-		if r.cancel != nil {
-			r.cancel()
-			r.ctx, r.cancel = nil, nil
-		}
+		r.cancelHooks()
 		m.requeueLast(r)
 		m.makeReady(r)
 	}

@@ -36,6 +36,9 @@ func (s *Subscription) Close() { s.obs.remove(s) }
 // observers fans transitions out to subscriptions and waiters. Its methods
 // are called with the engine's lock held (moved) or take their own lock.
 type observers struct {
+	// n counts subscriptions and waiters, so that moved costs nothing
+	// when nobody listens. It changes under mu.
+	n       atomic.Int32
 	mu      sync.Mutex
 	subs    []*Subscription
 	waiters map[types.UID][]chan struct{}
@@ -44,6 +47,9 @@ type observers struct {
 
 // moved is the machine's onMove: it never blocks.
 func (o *observers) moved(r *record, from, to Stage, now time.Time) {
+	if o.n.Load() == 0 {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.subs) > 0 {
@@ -69,6 +75,7 @@ func (o *observers) add(s *Subscription) {
 	defer o.mu.Unlock()
 	if !o.closed {
 		o.subs = append(o.subs, s)
+		o.n.Add(1)
 	}
 }
 
@@ -78,6 +85,7 @@ func (o *observers) remove(s *Subscription) {
 	for i, x := range o.subs {
 		if x == s {
 			o.subs = append(o.subs[:i:i], o.subs[i+1:]...)
+			o.n.Add(-1)
 			return
 		}
 	}
@@ -90,6 +98,7 @@ func (o *observers) addWaiter(uid types.UID, ch chan struct{}) {
 		o.waiters = map[types.UID][]chan struct{}{}
 	}
 	o.waiters[uid] = append(o.waiters[uid], ch)
+	o.n.Add(1)
 }
 
 func (o *observers) removeWaiter(uid types.UID, ch chan struct{}) {
@@ -99,6 +108,7 @@ func (o *observers) removeWaiter(uid types.UID, ch chan struct{}) {
 	for i, x := range list {
 		if x == ch {
 			list = append(list[:i:i], list[i+1:]...)
+			o.n.Add(-1)
 			break
 		}
 	}
@@ -113,6 +123,7 @@ func (o *observers) closeAll() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.closed = true
+	o.n.Add(-int32(len(o.subs)))
 	o.subs = nil
 }
 

@@ -49,10 +49,11 @@ type PodWorkers[T any] struct {
 	// workers counts live worker goroutines; starting counts those that
 	// have not yet taken their first record.
 	workers, starting int
-	// baseCtx is the parent of every hook context; Run cancels it on exit.
-	baseCtx    context.Context
-	baseCancel context.CancelFunc
-	wg         sync.WaitGroup
+	// values gives hook contexts the values of Run's context.
+	values context.Context
+	// timed is false when no metrics are collected: hooks are not timed.
+	timed bool
+	wg    sync.WaitGroup
 	// kick wakes Run's timer loop when the delay heap's head moved earlier.
 	kick chan struct{}
 	// done is closed when Run has returned.
@@ -75,6 +76,7 @@ func New[T any](syncer PodSyncer[T], opts Options[T]) (*PodWorkers[T], error) {
 		status: opts.Status,
 		clock:  opts.Clock,
 		log:    opts.Logger,
+		timed:  opts.Metrics != nil,
 		max:    opts.MaxConcurrentSyncs,
 		kick:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
@@ -107,7 +109,7 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 		return ErrStopped
 	}
 	w.state = running
-	w.baseCtx, w.baseCancel = context.WithCancel(context.WithoutCancel(ctx))
+	w.values = context.WithoutCancel(ctx)
 	w.spawnLocked(0)
 	w.mu.Unlock()
 
@@ -146,25 +148,32 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 func (w *PodWorkers[T]) shutdown() {
 	w.mu.Lock()
 	w.state = stopped
-	w.baseCancel()
+	for _, r := range w.m.records {
+		r.cancelHooks()
+	}
 	w.mu.Unlock()
 	w.wg.Wait()
 	close(w.done)
 	w.obs.closeAll()
 }
 
-// spawnLocked starts worker goroutines for ready work that no worker is
-// about to take: poppers is how many live workers will pop next anyway.
+// spawnLocked keeps one goroutine on its way to the ready queues whenever
+// they hold work: poppers is how many live workers will pop next anyway.
+// A worker that takes work while more is ready calls it again, so the
+// number of workers grows one at a time while hooks block, and stays small
+// while hooks are quick (the lock is not fought over by thousands of
+// goroutines).
 func (w *PodWorkers[T]) spawnLocked(poppers int) {
-	if w.state != running {
+	if w.state != running || w.starting+poppers > 0 || w.m.readyLen() == 0 {
 		return
 	}
-	for w.starting+poppers < w.m.readyLen() && (w.max == 0 || w.workers < w.max) {
-		w.workers++
-		w.starting++
-		w.wg.Add(1)
-		go w.work()
+	if w.max > 0 && w.workers >= w.max {
+		return
 	}
+	w.workers++
+	w.starting++
+	w.wg.Add(1)
+	go w.work()
 }
 
 // afterChangeLocked does what every state change may require: start
@@ -194,6 +203,8 @@ func (w *PodWorkers[T]) work() {
 		if !ok {
 			continue
 		}
+		// This worker is busy now: make sure someone takes the rest.
+		w.spawnLocked(0)
 		ctx := w.hookContextLocked(r)
 		w.mu.Unlock()
 
@@ -210,11 +221,11 @@ func (w *PodWorkers[T]) work() {
 // hookContextLocked returns r's hook context, making it when needed.
 func (w *PodWorkers[T]) hookContextLocked(r *record) context.Context {
 	if r.ctx == nil {
-		ctx, cancel := context.WithCancel(w.baseCtx)
+		values := w.values
 		if w.log.GetSink() != nil {
-			ctx = logr.NewContext(ctx, w.log.WithValues("podUID", r.uid, "pod", r.fullName))
+			values = logr.NewContext(values, w.log.WithValues("podUID", r.uid, "pod", r.fullName))
 		}
-		r.ctx, r.cancel = ctx, cancel
+		r.ctx = newHookCtx(values)
 	}
 	return r.ctx
 }
@@ -222,9 +233,12 @@ func (w *PodWorkers[T]) hookContextLocked(r *record) context.Context {
 // run makes one hook call, turning a panic into an error.
 func (w *PodWorkers[T]) run(ctx context.Context, r *record, wk *work) (terminal bool, err error) {
 	m := w.m.metrics
-	start := w.clock.Now()
-	if !wk.startTime.IsZero() {
-		m.dispatch.Observe(start.Sub(wk.startTime).Seconds())
+	var start time.Time
+	if w.timed {
+		start = w.clock.Now()
+		if !wk.startTime.IsZero() {
+			m.dispatch.Observe(start.Sub(wk.startTime).Seconds())
+		}
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -235,7 +249,9 @@ func (w *PodWorkers[T]) run(ctx context.Context, r *record, wk *work) (terminal 
 		} else if err != nil && !errors.Is(err, context.Canceled) {
 			w.log.Error(err, "Pod hook failed; it will be retried", "podUID", r.uid, "pod", r.fullName, "state", wk.state)
 		}
-		m.syncDuration[wk.state].Observe(w.clock.Since(start).Seconds())
+		if w.timed {
+			m.syncDuration[wk.state].Observe(w.clock.Since(start).Seconds())
+		}
 	}()
 	if wk.runtimeOnly {
 		if w.runtime == nil {

@@ -1,7 +1,6 @@
 package podworker
 
 import (
-	"context"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -41,6 +40,8 @@ const (
 	fQueued
 	// fQueuedTerm: the record's ready queue is the termination queue.
 	fQueuedTerm
+	// fForgotten: the record was removed from the engine.
+	fForgotten
 	// fWaiting: a static record is linked in its full name's waiting list.
 	fWaiting
 )
@@ -93,10 +94,9 @@ type record struct {
 	// the last hook succeeded.
 	backoff time.Duration
 
-	// ctx is the context the record's hooks get; cancel cancels it. Both
-	// are nil until a hook needs them and after cancellation.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// ctx is the context the record's hooks get: nil until a hook needs
+	// it, and again after it is cancelled.
+	ctx *hookCtx
 
 	// qprev and qnext link the record in a ready queue.
 	qprev, qnext *record
