@@ -304,7 +304,7 @@ func validPods(source string, pods []*v1.Pod, rec Recorder, log logr.Logger) []*
 	uids := make(map[types.UID]struct{}, len(pods))
 	drop := func(i int, pod *v1.Pod, format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
-		log.Info("Ignoring a pod from a config source: "+msg, "source", source, "index", i)
+		log.Info("Ignoring a pod from a config source", "source", source, "index", i, "reason", msg)
 		if pod != nil {
 			rec.Eventf(pod, v1.EventTypeWarning, ReasonFailedValidation, "%s", msg)
 		}

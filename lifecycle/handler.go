@@ -36,8 +36,14 @@ type PodUpdater interface {
 // or full name. *podworker.PodWorkers[T] implements it. The methods must be
 // safe for concurrent use and must not block.
 type PodWindow interface {
+	// IsPodKnownTerminated: the pod's containers are known stopped (its
+	// resources no longer count as in use).
 	IsPodKnownTerminated(uid types.UID) bool
+	// IsPodTerminationRequested: the pod is being stopped, so it is not
+	// admitted again and a Create for it means a restart after it.
 	IsPodTerminationRequested(uid types.UID) bool
+	// IsPodForMirrorPodTerminatingByFullName: the static pod holding
+	// fullName is still stopping, so its mirror pod is kept.
 	IsPodForMirrorPodTerminatingByFullName(fullName string) bool
 }
 
@@ -46,7 +52,10 @@ type PodWindow interface {
 // has started (its mirror pod is kept only then); ShutdownNode lists them
 // all. The methods must be safe for concurrent use and must not block.
 type PodSnapshotter interface {
+	// Pod returns a snapshot of the worker of uid; false when there is
+	// none.
 	Pod(uid types.UID) (podworker.PodInfo, bool)
+	// Pods returns a snapshot of every worker; the slice is the caller's.
 	Pods() []podworker.PodInfo
 }
 
@@ -135,9 +144,9 @@ type Options struct {
 	// Recorder receives events about pods: admission rejections, invalid
 	// pods in a config update, mirror pod failures. Defaults to none.
 	Recorder Recorder
-	// Logger receives the Handler's logs: errors at level 0, what happens
-	// to each pod at V(2) to V(4). Defaults to the zero Logger, which
-	// discards.
+	// Logger receives the Handler's logs: errors and node shutdown at
+	// level 0, each config update at V(2), what happens to each pod at
+	// V(4). Defaults to the zero Logger, which discards.
 	Logger logr.Logger
 	// Clock drives housekeeping and the node shutdown budget, and stamps
 	// the start time of each update. Defaults to the real clock.
@@ -348,7 +357,7 @@ func (h *Handler) Dispatch(ctx context.Context, u PodUpdate) error {
 	for i, p := range pods {
 		pods[i] = stampSource(p, u.Source)
 	}
-	h.log.V(2).Info("SyncLoop "+u.Op.String(), "source", u.Source, "pods", len(pods))
+	h.log.V(2).Info("SyncLoop", "op", u.Op.String(), "source", u.Source, "pods", len(pods))
 	switch u.Op {
 	case ADD:
 		h.HandlePodAdditions(ctx, pods)
@@ -436,7 +445,7 @@ func (h *Handler) admitPod(ctx context.Context, pod *v1.Pod) PodAdmitResult {
 
 func (h *Handler) reject(ctx context.Context, pod *v1.Pod, r PodAdmitResult) {
 	h.setRejected(pod.UID, true)
-	h.log.V(2).Info("Pod was rejected by admission", "pod", mirror.PodFullName(pod), "podUID", pod.UID, "reason", r.Reason, "message", r.Message)
+	h.log.V(4).Info("Pod was rejected by admission", "pod", mirror.PodFullName(pod), "podUID", pod.UID, "reason", r.Reason, "message", r.Message)
 	h.recorder.Eventf(pod, v1.EventTypeWarning, r.Reason, "%s", r.Message)
 	if h.onReject != nil {
 		h.onReject(ctx, pod, v1.PodStatus{
@@ -499,10 +508,10 @@ func (h *Handler) HandlePodRemoves(ctx context.Context, pods []*v1.Pod) {
 			continue
 		}
 		if !h.SourcesReady() {
-			h.log.V(2).Info("Not killing removed pod: the config sources are not all ready; housekeeping will", "pod", mirror.PodFullName(pod), "podUID", pod.UID)
+			h.log.V(4).Info("Not killing removed pod: the config sources are not all ready; housekeeping will", "pod", mirror.PodFullName(pod), "podUID", pod.UID)
 			continue
 		}
-		h.log.V(3).Info("Pod was removed from config and must be killed", "pod", mirror.PodFullName(pod), "podUID", pod.UID)
+		h.log.V(4).Info("Pod was removed from config and must be killed", "pod", mirror.PodFullName(pod), "podUID", pod.UID)
 		h.update(ctx, podworker.SyncPodKill, pod, nil, start)
 	}
 }
@@ -604,7 +613,7 @@ func (h *Handler) HandlePodSyncs(ctx context.Context, pods []*v1.Pod) {
 	for _, pod := range h.usable(pods, "sync") {
 		pod, mirrorPod, wasMirror := h.store.GetPodAndMirrorPod(pod)
 		if wasMirror {
-			h.log.V(3).Info("HandlePodSyncs was given a mirror pod; sync its static pod instead", "mirrorPod", mirror.PodFullName(mirrorPod))
+			h.log.V(4).Info("HandlePodSyncs was given a mirror pod; sync its static pod instead", "mirrorPod", mirror.PodFullName(mirrorPod))
 			continue
 		}
 		if h.isRejected(pod.UID) {
@@ -633,7 +642,7 @@ func (h *Handler) send(ctx context.Context, opts podworker.UpdatePodOptions) boo
 	}
 	switch {
 	case errors.Is(err, podworker.ErrStopped), ctx.Err() != nil:
-		h.log.V(2).Info("Pod update not delivered: the pod workers or the loop stopped", "pod", name, "podUID", uid, "updateType", opts.UpdateType.String(), "err", err.Error())
+		h.log.V(4).Info("Pod update not delivered: the pod workers or the loop stopped", "pod", name, "podUID", uid, "updateType", opts.UpdateType.String(), "err", err.Error())
 	default:
 		h.log.Error(err, "Pod workers refused an update", "pod", name, "podUID", uid, "updateType", opts.UpdateType.String())
 	}

@@ -348,6 +348,7 @@ func TestRuntimeOrphansKilled(t *testing.T) {
 		e.housekeep()
 		assert.Equal(t, "kill-runtime", e.trace("ghost"))
 		calls := e.syncer.CallsFor("ghost")
+		require.Len(t, calls, 1)
 		assert.Equal(t, podworker.RuntimePod{UID: "ghost", Namespace: "default", Name: "leftover"}, calls[0].RuntimePod)
 		assert.Equal(t, "sync:create", e.trace("known"))
 		assert.Equal(t, podworker.StageAbsent, e.stage("ghost"), "a runtime-only pod is forgotten once stopped")

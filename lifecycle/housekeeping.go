@@ -37,7 +37,9 @@ import (
 //     kill with a grace period of 1 second).
 //
 // Run calls it every Options.HousekeepingInterval once the sources are
-// ready; an agent with its own loop calls it the same way. It is serialized
+// ready; an agent with its own loop calls it the same way, and must check
+// SourcesReady first (Housekeeping itself does not: called early it would
+// take the pods of a silent source for orphans). It is serialized
 // with Dispatch and the Handle* methods. Failures of single steps are
 // logged (mirror failures also recorded as events) and retried on the next
 // call; the returned error, prefixed "lifecycle: ", reports that listing
@@ -73,7 +75,7 @@ func (h *Handler) Housekeeping(ctx context.Context) error {
 			if pod == nil || wasMirror {
 				continue
 			}
-			h.log.V(3).Info("Restarting a desired pod the workers do not know (its UID was reused, or its worker was forgotten)", "pod", mirror.PodFullName(pod), "podUID", pod.UID)
+			h.log.V(4).Info("Restarting a desired pod the workers do not know (its UID was reused, or its worker was forgotten)", "pod", mirror.PodFullName(pod), "podUID", pod.UID)
 			if h.send(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod, MirrorPod: mirrorPod, StartTime: h.clock.Now()}) {
 				working[pod.UID] = podworker.PodWorkerSync{State: podworker.Syncing, HasConfig: true, Static: mirror.IsStaticPod(pod)}
 			}
@@ -104,7 +106,7 @@ func (h *Handler) Housekeeping(ctx context.Context) error {
 		if _, ok := inRuntime[p.UID]; ok {
 			continue
 		}
-		h.log.V(3).Info("Completing the termination of a deleted terminal pod no worker knows", "pod", mirror.PodFullName(p), "podUID", p.UID)
+		h.log.V(4).Info("Completing the termination of a deleted terminal pod no worker knows", "pod", mirror.PodFullName(p), "podUID", p.UID)
 		if h.send(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: p, StartTime: h.clock.Now()}) {
 			working[p.UID] = podworker.PodWorkerSync{State: podworker.Terminating, HasConfig: true, Static: mirror.IsStaticPod(p)}
 		}
@@ -114,7 +116,7 @@ func (h *Handler) Housekeeping(ctx context.Context) error {
 		if _, known := working[rp.UID]; known || rp.UID == "" {
 			continue
 		}
-		h.log.V(2).Info("Killing a runtime pod no worker knows", "pod", mirror.BuildPodFullName(rp.Name, rp.Namespace), "podUID", rp.UID)
+		h.log.V(4).Info("Killing a runtime pod no worker knows", "pod", mirror.BuildPodFullName(rp.Name, rp.Namespace), "podUID", rp.UID)
 		if h.send(ctx, podworker.UpdatePodOptions{
 			UpdateType:     podworker.SyncPodKill,
 			RunningPod:     &rp,
@@ -144,7 +146,7 @@ func (h *Handler) deleteOrphanedMirrors(ctx context.Context, fullNames []string)
 			continue
 		}
 		if deleted {
-			h.log.V(3).Info("Deleted orphaned mirror pod", "pod", name)
+			h.log.V(4).Info("Deleted orphaned mirror pod", "pod", name)
 		}
 	}
 }
@@ -166,7 +168,7 @@ func (h *Handler) syncMirrorPods(ctx context.Context, pods []*v1.Pod) {
 		current, hasMirror := h.store.GetMirrorPodByPod(p)
 		if hasMirror && (current.DeletionTimestamp != nil || !mirror.IsMirrorPodOf(current, p)) {
 			uid := current.UID
-			h.log.V(3).Info("Deleting a stale mirror pod", "pod", name, "mirrorPodUID", uid)
+			h.log.V(4).Info("Deleting a stale mirror pod", "pod", name, "mirrorPodUID", uid)
 			deleted, err := h.mirrors.DeleteMirrorPod(ctx, name, &uid)
 			if err != nil {
 				h.log.Error(err, "Deleting a stale mirror pod failed; housekeeping will retry", "pod", name)

@@ -228,7 +228,7 @@ func (s *ManifestSource) Scan() (pods []*v1.Pod, changed bool, err error) {
 			if f.err != nil {
 				s.report(name, f.err)
 			} else {
-				s.log.V(2).Info("Read static pod manifest", "file", name, "pod", mirror.PodFullName(f.pod), "podUID", f.pod.UID)
+				s.log.V(4).Info("Read static pod manifest", "file", name, "pod", mirror.PodFullName(f.pod), "podUID", f.pod.UID)
 			}
 		}
 		next[name] = f
@@ -239,7 +239,7 @@ func (s *ManifestSource) Scan() (pods []*v1.Pod, changed bool, err error) {
 	for name := range s.files {
 		if _, ok := next[name]; !ok {
 			changed = true
-			s.log.V(2).Info("Static pod manifest removed", "file", name)
+			s.log.V(4).Info("Static pod manifest removed", "file", name)
 		}
 	}
 	s.files = next

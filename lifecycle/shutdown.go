@@ -19,7 +19,11 @@ import (
 // The priority classes and the priority from which a pod is critical: it
 // is stopped last when the node shuts down.
 const (
-	SystemNodeCritical    = "system-node-critical"
+	// SystemNodeCritical is the priority class of pods the node cannot
+	// work without.
+	SystemNodeCritical = "system-node-critical"
+	// SystemClusterCritical is the priority class of pods the cluster
+	// cannot work without.
 	SystemClusterCritical = "system-cluster-critical"
 	// SystemCriticalPriority is the lowest priority of a critical pod, the
 	// priority of system-cluster-critical.
@@ -59,6 +63,7 @@ type ShutdownOptions struct {
 
 // ShutdownPod describes one pod ShutdownNode dealt with.
 type ShutdownPod struct {
+	// UID is the pod's UID.
 	UID types.UID
 	// FullName is "name_namespace".
 	FullName string
@@ -223,7 +228,7 @@ func (h *Handler) shutdownGroup(ctx context.Context, pods []*shutdownPod, until 
 			PodTerminationGracePeriodSecondsOverride: &g,
 			PodStatusFunc:                            h.shutdownStatus,
 		}
-		h.log.V(1).Info("Killing pod for node shutdown", "pod", sp.FullName, "podUID", sp.UID, "critical", sp.Critical, "gracePeriod", grace)
+		h.log.V(4).Info("Killing pod for node shutdown", "pod", sp.FullName, "podUID", sp.UID, "critical", sp.Critical, "gracePeriod", grace)
 		if err := h.workers.UpdatePod(ctx, opts); err != nil {
 			sp.err = err
 			continue
