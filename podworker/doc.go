@@ -1,0 +1,110 @@
+// Package podworker is podkit's engine: the kubelet's pod workers, made
+// embeddable. PodWorkers[T] keeps one serialized worker per pod UID, runs
+// the three hooks of a PodSyncer[T] in order for each pod, coalesces
+// updates so only the newest desired state is synced, retries and resyncs
+// by itself, and publishes a window that tells every other loop of an
+// agent, by UID, whether a pod is being set up, terminating, or
+// terminated.
+//
+// # Usage
+//
+// An agent implements PodSyncer[T] (T is whatever runtime status its hooks
+// work from; struct{} if they fetch it themselves), optionally
+// RuntimePodSyncer and a StatusSource[T], and then:
+//
+//  1. Creates the engine with New(syncer, Options[T]{...}).
+//  2. Runs it: go w.Run(ctx). Run returns once ctx ends and every hook has
+//     returned.
+//  3. Sends every change of desired state with UpdatePod: SyncPodCreate
+//     when a pod is first seen, SyncPodUpdate when it changes (a deletion
+//     timestamp or a terminal phase in the pod starts its termination),
+//     SyncPodKill to stop it (with KillPodOptions for a grace override, an
+//     eviction, or a channel closed once its containers are stopped). The
+//     lifecycle package's Handler does this from config updates.
+//  4. Calls SyncKnownPods periodically (housekeeping) with every pod config
+//     knows, then sends SyncPodCreate for desired pods missing from the
+//     result, and kills runtime pods no worker knows with a RunningPod
+//     update. lifecycle.Handler.Housekeeping does all of it.
+//  5. Asks the window (CouldHaveRunningContainers, ShouldPodContentBeRemoved,
+//     ...) before touching a pod's resources from any other loop, and may
+//     watch transitions with Subscribe or WaitFor.
+//
+// # Lifecycle
+//
+// Each UID moves through these stages (Stage), never backwards:
+//
+//	absent -> not-started -> syncing -> termination-requested -> terminating -> terminated -> finished -> absent
+//	           |   SyncPod*, resynced      |  (SyncPod cancelled)  SyncTerminatingPod+  SyncTerminatedPod+   |
+//	           |                           |                                                                 SyncKnownPods forgets
+//	           +-- a static pod terminated before it started goes straight to finished, with no hook
+//
+// Termination is requested by a deletion timestamp, a terminal phase, a
+// kill, SyncPod reporting the pod terminal, or SyncKnownPods finding the pod
+// orphaned. A SyncPodCreate for a UID whose termination was requested marks
+// it RestartRequested: once finished, SyncKnownPods forgets it and the UID
+// can start over.
+//
+// The window answers, for a UID the engine knows:
+//
+//	                                   syncing  term.requested  terminating  terminated  finished
+//	CouldHaveRunningContainers           T          T              T            F           F
+//	IsPodTerminationRequested            F          T              T            T           T
+//	ShouldPodContainersBeTerminating     F          F              T            T           T
+//	IsPodKnownTerminated                 F          F              F            T           T
+//	ShouldPodRuntimeBeRemoved            F          F              F            T           T
+//	ShouldPodBeFinished                  F          F              F            F           T
+//	ShouldPodContentBeRemoved            evicted, or deleted and terminated
+//
+// For a UID it does not know, every Should... answers true and
+// CouldHaveRunningContainers false once SyncKnownPods has been called, and
+// the opposite before (a pod could still be running from before the agent
+// started).
+//
+// # Concurrency
+//
+// Every method of PodWorkers is safe for concurrent use. Hooks of one UID
+// never overlap; hooks of different UIDs run concurrently, up to
+// Options.MaxConcurrentSyncs when set (termination work first when
+// capped). The engine's lock is never held while a hook, the StatusSource
+// or a WaitFor condition runs, so hooks may call any method of the engine.
+// An idle pod holds no goroutine: workers exist while there is work.
+//
+// Hooks get a context that is cancelled when the pod's termination starts
+// (SyncPod), when its grace period shortens (SyncTerminatingPod), and when
+// Run shuts down. A hook that returns an error, or panics, is retried with
+// per-pod exponential backoff (Options.BackOff to MaxBackOff, jittered); an
+// error made with RetryAfter says when. A successful SyncPod is repeated
+// every ResyncInterval. A newer update always runs as soon as the current
+// hook returns.
+//
+// # Where podkit differs from the kubelet
+//
+// The behaviour follows the kubelet's pod workers (v1.37.2) except:
+//
+//   - D1: the effective grace period only ever shortens once set; a request
+//     of 0 means 1.
+//   - D2: a kill's CompletedCh is closed exactly when the pod can no longer
+//     have running containers, on every path (never started, already
+//     finished, runtime-only, forgotten orphans).
+//   - D3: a later deletion timestamp or eviction still marks the pod
+//     deleted or evicted.
+//   - D4: a pod first seen in a terminal phase skips SyncTerminatingPod only
+//     when the StatusSource, through StoppedChecker, positively reports
+//     nothing running.
+//   - D7: when a static pod's full name is freed, the next waiting static
+//     pod starts at once.
+//   - D8: retries, resyncs and backoff are the engine's own; there is no
+//     work queue to drain.
+//   - D9: orphans terminate with their computed grace period.
+//   - D10: invalid updates are rejected with ErrInvalidUpdate; nothing is
+//     recorded.
+//   - D11: goroutines only while a pod has work; no added wait per
+//     transition.
+//   - D12: a panicking hook is a failed sync; Run shuts down cleanly.
+//
+// Also: the engine never writes to the caller's KillPodOptions (read the
+// effective grace period with Pod), static-pod start ordering is O(1) per
+// update, a runtime-only kill of a terminated pod is ignored, and a
+// SyncPodCreate during termination is only remembered (RestartRequested),
+// as in the kubelet.
+package podworker
