@@ -1,0 +1,479 @@
+package virtualkubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/podkit/podkit/podworker"
+)
+
+// Options configure a Provider. The zero value is valid: every field says
+// what it defaults to.
+type Options struct {
+	// Pods is the provider's view of the API server's pods: the lister
+	// virtual-kubelet hands to providers (nodeutil.ProviderConfig.Pods).
+	// With it the provider knows when a pod's API object is gone (so its
+	// worker may be forgotten and a same-named newcomer is a different
+	// pod), confirms that a terminal status reached the API server before
+	// it stops re-sending it, and adopts backend pods that survived a
+	// restart instead of killing them. Defaults to none: a pod then counts
+	// as present in the API server until DeletePod says otherwise, a status
+	// counts as delivered once the NotifyPods callback returned, and every
+	// backend pod the provider was not told about is an orphan.
+	Pods corev1listers.PodLister
+	// ResyncInterval is how often a running pod's status is read again
+	// from the backend (the engine's resync). Defaults to 5 seconds, as
+	// virtual-kubelet's own polling of providers.
+	ResyncInterval time.Duration
+	// BackOff and MaxBackOff bound the engine's per-pod retry delays after
+	// a failed backend call. Default to podworker's (1s, 2m).
+	BackOff, MaxBackOff time.Duration
+	// MaxConcurrentSyncs caps backend calls in flight across all pods.
+	// Defaults to 0: no cap.
+	MaxConcurrentSyncs int
+	// HousekeepingInterval is how often the provider forgets pods whose
+	// API object is gone and stops orphans in the backend. Defaults to 2
+	// seconds, as the kubelet's housekeeping.
+	HousekeepingInterval time.Duration
+	// NotifyRetry and NotifyRetryMax bound the delays between re-sends of
+	// a terminal status not yet confirmed (exponential). Default to 100ms
+	// and 10s.
+	NotifyRetry, NotifyRetryMax time.Duration
+	// NotifyWorkers is how many goroutines call the NotifyPods callback
+	// (which may block); one pod's notifications never overlap. Defaults
+	// to 2.
+	NotifyWorkers int
+	// Clock is the source of all time and timers. Defaults to the real
+	// clock.
+	Clock clock.WithTicker
+	// Logger receives the provider's and the engine's logs. Defaults to
+	// the zero Logger, which discards.
+	Logger logr.Logger
+}
+
+func (o *Options) complete() error {
+	if o.ResyncInterval < 0 || o.HousekeepingInterval < 0 || o.NotifyRetry < 0 || o.NotifyRetryMax < 0 || o.NotifyWorkers < 0 {
+		return errors.New("virtualkubelet: negative interval or worker count in Options")
+	}
+	if o.ResyncInterval == 0 {
+		o.ResyncInterval = 5 * time.Second
+	}
+	if o.HousekeepingInterval == 0 {
+		o.HousekeepingInterval = 2 * time.Second
+	}
+	if o.NotifyRetry == 0 {
+		o.NotifyRetry = 100 * time.Millisecond
+	}
+	if o.NotifyRetryMax == 0 {
+		o.NotifyRetryMax = max(10*time.Second, o.NotifyRetry)
+	}
+	if o.NotifyRetryMax < o.NotifyRetry {
+		return fmt.Errorf("virtualkubelet: NotifyRetryMax %v is below NotifyRetry %v", o.NotifyRetryMax, o.NotifyRetry)
+	}
+	if o.NotifyWorkers == 0 {
+		o.NotifyWorkers = 2
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return nil
+}
+
+// Provider is a virtual-kubelet provider (node.PodLifecycleHandler and
+// node.PodNotifier) that runs pods on a Backend through podworker's
+// engine. See the package doc for what it guarantees.
+//
+// Create it with New and start it with Run. All methods are safe for
+// concurrent use.
+type Provider struct {
+	backend Backend
+	lister  BackendLister  // nil when the backend cannot list
+	updater BackendUpdater // nil when the backend cannot update
+	api     corev1listers.PodLister
+	opts    Options
+	workers *podworker.PodWorkers[*RemotePod]
+
+	// mu guards everything below. It is never held while the backend or
+	// the NotifyPods callback runs; it is held across the engine's
+	// UpdatePod and SyncKnownPods (which never block) so that the desired
+	// set housekeeping hands the engine cannot miss a pod being created.
+	mu sync.Mutex
+	// entries holds every pod the provider was given and the engine has
+	// not forgotten, by UID.
+	entries map[types.UID]*entry
+	// names maps "namespace/name" to the UID most recently given for it:
+	// the pod that holds the name in the API server.
+	names map[string]types.UID
+	// notify is the callback NotifyPods registered; nil before.
+	notify func(*v1.Pod)
+	// queue holds UIDs whose status is to be sent; nil until Run.
+	queue   workqueue.TypedRateLimitingInterface[types.UID]
+	started bool
+}
+
+// entry is what the provider keeps for one pod UID.
+type entry struct {
+	// pod is the newest desired pod; never mutated (replaced instead).
+	pod *v1.Pod
+	// status is the newest status the hooks computed, nil before the
+	// first; final says its containers are all stopped. A final status is
+	// never replaced by a non-final one.
+	status *v1.PodStatus
+	final  bool
+	// version counts status changes, so a delivery confirmation applies
+	// only to the status it confirmed.
+	version   uint64
+	delivered bool
+	// deleting: deletion was requested (the pod is hidden from GetPod so
+	// that a same-named successor is created, not compared with it).
+	deleting bool
+	// gone: the pod's API object no longer exists (DeletePod of a pod the
+	// API server no longer has, or its name was taken by another UID). No
+	// status is sent for it any more.
+	gone bool
+	// created: the backend accepted the pod (or had it already).
+	created bool
+}
+
+var (
+	_ node.PodLifecycleHandler = (*Provider)(nil)
+	_ node.PodNotifier         = (*Provider)(nil)
+)
+
+// New returns a Provider running pods on backend. It starts nothing: call
+// Run. The returned error says which option is invalid.
+func New(backend Backend, opts Options) (*Provider, error) {
+	if backend == nil {
+		return nil, errors.New("virtualkubelet: New needs a Backend, got nil")
+	}
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
+	p := &Provider{
+		backend: backend,
+		api:     opts.Pods,
+		opts:    opts,
+		entries: map[types.UID]*entry{},
+		names:   map[string]types.UID{},
+	}
+	p.lister, _ = backend.(BackendLister)
+	p.updater, _ = backend.(BackendUpdater)
+	w, err := podworker.New[*RemotePod](&syncer{p: p}, podworker.Options[*RemotePod]{
+		Status:             statusSource{p: p},
+		MaxConcurrentSyncs: opts.MaxConcurrentSyncs,
+		ResyncInterval:     opts.ResyncInterval,
+		BackOff:            opts.BackOff,
+		MaxBackOff:         opts.MaxBackOff,
+		Clock:              opts.Clock,
+		Logger:             opts.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("virtualkubelet: %w", err)
+	}
+	p.workers = w
+	return p, nil
+}
+
+// PodWorkers returns the engine the provider runs on. Other loops of the
+// agent ask its window (CouldHaveRunningContainers, ShouldPodContentBeRemoved,
+// ...) by UID, and may watch its transitions; they must not send it
+// updates of their own.
+func (p *Provider) PodWorkers() *podworker.PodWorkers[*RemotePod] { return p.workers }
+
+// Run runs the engine, the housekeeping loop and the status notifier until
+// ctx ends, then waits for all of them (and every backend call they made)
+// to return. It returns nil after ctx ends, or an error if called twice.
+// Pods given before Run are acted on once it runs.
+func (p *Provider) Run(ctx context.Context) error {
+	p.mu.Lock()
+	if p.started {
+		p.mu.Unlock()
+		return errors.New("virtualkubelet: Run called twice")
+	}
+	p.started = true
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](p.opts.NotifyRetry, p.opts.NotifyRetryMax)
+	p.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{Clock: p.opts.Clock})
+	p.enqueueAllLocked()
+	p.mu.Unlock()
+
+	var wg sync.WaitGroup
+	var runErr error
+	wg.Go(func() { runErr = p.workers.Run(ctx) })
+	wg.Go(func() { p.housekeepingLoop(ctx) })
+	for range p.opts.NotifyWorkers {
+		wg.Go(func() {
+			for p.notifyNext(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	p.queue.ShutDown()
+	wg.Wait()
+	return runErr
+}
+
+func nameKey(namespace, name string) string { return namespace + "/" + name }
+
+func podKey(pod *v1.Pod) string { return nameKey(pod.Namespace, pod.Name) }
+
+func checkPod(op string, pod *v1.Pod) error {
+	if pod == nil {
+		return errdefs.InvalidInputf("virtualkubelet: %s: nil pod", op)
+	}
+	if pod.UID == "" {
+		return errdefs.InvalidInputf("virtualkubelet: %s: pod %s has no UID", op, podKey(pod))
+	}
+	return nil
+}
+
+// CreatePod hands the pod to the engine and returns at once; the backend
+// is called from the pod's worker. A pod whose UID the provider already
+// knows is updated instead (virtual-kubelet calls CreatePod whenever
+// GetPod finds nothing by name). A pod whose name another UID held is a new
+// pod: the older one's API object is gone, so it is stopped with a grace
+// period of 1 second. The provider keeps a copy of pod.
+func (p *Provider) CreatePod(ctx context.Context, pod *v1.Pod) error {
+	if err := checkPod("CreatePod", pod); err != nil {
+		return err
+	}
+	return p.apply(ctx, pod.DeepCopy())
+}
+
+// UpdatePod hands the changed pod to the engine and returns at once. An
+// update for a UID the provider does not know is a create (see CreatePod).
+// The provider keeps a copy of pod.
+func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) error {
+	if err := checkPod("UpdatePod", pod); err != nil {
+		return err
+	}
+	return p.apply(ctx, pod.DeepCopy())
+}
+
+// apply records pod as the desired state of its UID and tells the engine.
+func (p *Provider) apply(ctx context.Context, pod *v1.Pod) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, known := p.entries[pod.UID]
+	updateType := podworker.SyncPodUpdate
+	if !known {
+		e = &entry{}
+		updateType = podworker.SyncPodCreate
+	}
+	if err := p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: updateType, Pod: pod}); err != nil {
+		return err
+	}
+	if !known {
+		p.entries[pod.UID] = e
+		p.claimNameLocked(ctx, pod)
+	}
+	e.pod = pod
+	if pod.DeletionTimestamp != nil {
+		e.deleting = true
+	}
+	return nil
+}
+
+// claimNameLocked makes pod the holder of its name. A different UID that
+// held it lost its API object (names are unique in the API server), so it
+// is stopped as a pod whose grace period is over.
+func (p *Provider) claimNameLocked(ctx context.Context, pod *v1.Pod) {
+	key := podKey(pod)
+	old, held := p.names[key]
+	p.names[key] = pod.UID
+	if !held || old == pod.UID {
+		return
+	}
+	if oe := p.entries[old]; oe != nil {
+		p.goneLocked(ctx, old, oe)
+	}
+}
+
+// goneLocked records that e's API object no longer exists and stops it.
+func (p *Provider) goneLocked(ctx context.Context, uid types.UID, e *entry) {
+	e.gone, e.deleting = true, true
+	one := int64(1)
+	err := p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{
+		UpdateType:     podworker.SyncPodKill,
+		Pod:            e.pod,
+		KillPodOptions: &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: &one},
+	})
+	if err != nil {
+		// Housekeeping terminates it as an orphan if the engine is still up.
+		p.opts.Logger.Error(err, "Stopping a pod whose API object is gone", "podUID", uid)
+	}
+}
+
+// DeletePod asks the engine to stop the pod and returns at once; the final
+// status is sent through NotifyPods once its containers have stopped, and
+// its backend resources are released after that. It may be called any
+// number of times.
+//
+// virtual-kubelet calls it in two situations, told apart by the deletion
+// timestamp: with one, the API object still exists and the pod's
+// deletionGracePeriodSeconds applies (it can only shorten a grace period
+// already in force); without one, the API object is gone (force-deleted,
+// or removed once its grace period ran out, or never known) and the pod
+// is stopped with a grace period of 1 second. A UID the provider does not
+// know is stopped in the backend all the same, as a backend-only pod.
+func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) error {
+	if err := checkPod("DeletePod", pod); err != nil {
+		return err
+	}
+	pod = pod.DeepCopy()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[pod.UID]
+	switch {
+	case e == nil && pod.DeletionTimestamp == nil:
+		return p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{
+			UpdateType: podworker.SyncPodKill,
+			RunningPod: &podworker.RuntimePod{UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name},
+		})
+	case e == nil:
+		if err := p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod}); err != nil {
+			return err
+		}
+		p.entries[pod.UID] = &entry{pod: pod, deleting: true}
+		p.claimNameLocked(ctx, pod)
+		return nil
+	case pod.DeletionTimestamp == nil:
+		p.goneLocked(ctx, pod.UID, e)
+		return nil
+	default:
+		if err := p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod}); err != nil {
+			return err
+		}
+		e.pod, e.deleting = pod, true
+		return nil
+	}
+}
+
+// GetPod returns the pod that holds namespace/name, with its newest
+// status, from the provider's records (no backend call). A pod whose
+// deletion was requested is not returned: virtual-kubelet compares what
+// GetPod returns with a pod of the same name to decide between CreatePod
+// and UpdatePod, and a same-named successor must be created. The error
+// for a missing pod satisfies errdefs.IsNotFound. The pod is the caller's.
+func (p *Provider) GetPod(_ context.Context, namespace, name string) (*v1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[p.names[nameKey(namespace, name)]]
+	if e == nil || e.deleting {
+		return nil, errdefs.NotFoundf("virtualkubelet: pod %s/%s is not running here", namespace, name)
+	}
+	return e.snapshot(), nil
+}
+
+// snapshot returns a copy of the pod with its newest status.
+func (e *entry) snapshot() *v1.Pod {
+	pod := e.pod.DeepCopy()
+	if e.status != nil {
+		pod.Status = *e.status.DeepCopy()
+	}
+	return pod
+}
+
+// GetPodStatus returns the current status of the pod that holds
+// namespace/name: read from the backend while its containers may run,
+// the recorded final status after that. It is NotFound (errdefs) for a pod
+// the provider does not run or whose deletion was requested, and fails
+// when the backend does.
+func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*v1.PodStatus, error) {
+	p.mu.Lock()
+	uid := p.names[nameKey(namespace, name)]
+	e := p.entries[uid]
+	if e == nil || e.deleting {
+		p.mu.Unlock()
+		return nil, errdefs.NotFoundf("virtualkubelet: pod %s/%s is not running here", namespace, name)
+	}
+	pod := e.snapshot()
+	p.mu.Unlock()
+	if !p.workers.CouldHaveRunningContainers(uid) {
+		return &pod.Status, nil
+	}
+	rp, err := p.backend.Status(ctx, uid)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		rp = nil
+	case err != nil:
+		return nil, fmt.Errorf("virtualkubelet: reading the status of pod %s/%s: %w", namespace, name, err)
+	}
+	st := podStatus(pod, rp)
+	return &st, nil
+}
+
+// GetPods returns every pod the provider has not forgotten — running,
+// stopping, or finished while its API object remains — with its newest
+// status, and, when the backend can list, the backend's pods that the
+// provider does not know (with only UID, namespace, name and status), so
+// that virtual-kubelet's start-up reconciliation deletes those the API
+// server does not have. The pods are the caller's, ordered by namespace
+// and name.
+func (p *Provider) GetPods(ctx context.Context) ([]*v1.Pod, error) {
+	var remote []RemotePod
+	if p.lister != nil {
+		var err error
+		if remote, err = p.lister.List(ctx); err != nil {
+			return nil, fmt.Errorf("virtualkubelet: listing the backend's pods: %w", err)
+		}
+	}
+	p.mu.Lock()
+	out := make([]*v1.Pod, 0, len(p.entries)+len(remote))
+	for _, e := range p.entries {
+		out = append(out, e.snapshot())
+	}
+	for i := range remote {
+		rp := &remote[i]
+		if p.entries[rp.UID] != nil {
+			continue
+		}
+		pod := &v1.Pod{}
+		pod.UID, pod.Namespace, pod.Name = rp.UID, rp.Namespace, rp.Name
+		for _, c := range rp.Containers {
+			pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c.Name, Image: c.Image})
+		}
+		pod.Status = podStatus(pod, rp)
+		out = append(out, pod)
+	}
+	p.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if a, b := podKey(out[i]), podKey(out[j]); a != b {
+			return a < b
+		}
+		return out[i].UID < out[j].UID
+	})
+	return out, nil
+}
+
+// apiHas reports whether the API server (as the lister sees it) still has
+// the pod with this UID; without a lister, whether the provider was not
+// told otherwise.
+func (p *Provider) apiHas(pod *v1.Pod, e *entry) bool {
+	if e != nil && e.gone {
+		return false
+	}
+	if p.api == nil {
+		return e != nil
+	}
+	got, err := p.api.Pods(pod.Namespace).Get(pod.Name)
+	if err != nil {
+		// Only NotFound is expected from a lister; anything else keeps
+		// the pod (the safe answer: it is not torn down on a read error).
+		return !apierrors.IsNotFound(err)
+	}
+	return got.UID == pod.UID
+}

@@ -1,0 +1,179 @@
+package virtualkubelet
+
+import (
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Reasons and messages the provider writes into pod statuses.
+const (
+	// ReasonContainerCreating is the waiting reason of a container the
+	// backend has not started yet.
+	ReasonContainerCreating = "ContainerCreating"
+	// ReasonContainerStatusUnknown is the terminated reason of a container
+	// whose end the backend could not report (the pod was never created,
+	// or the backend lost it). The kubelet uses the same reason, with exit
+	// code 137.
+	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
+	// MessageContainerStatusUnknown goes with ReasonContainerStatusUnknown.
+	MessageContainerStatusUnknown = "The container could not be located when the pod was terminated"
+	// ExitCodeUnknown is the exit code reported for such a container.
+	ExitCodeUnknown = 137
+)
+
+// podStatus computes the API status of pod from what the backend reports;
+// rp nil means the backend has no such pod (yet). The result depends only
+// on its arguments, so an unchanged backend gives an equal status and no
+// notification.
+func podStatus(pod *v1.Pod, rp *RemotePod) v1.PodStatus {
+	st := v1.PodStatus{Phase: v1.PodPending}
+	remote := map[string]RemoteContainer{}
+	if rp != nil {
+		for _, c := range rp.Containers {
+			remote[c.Name] = c
+		}
+		t := metav1.NewTime(rp.CreatedAt)
+		st.StartTime = &t
+		st.PodIP = rp.IP
+		if rp.IP != "" {
+			st.PodIPs = []v1.PodIP{{IP: rp.IP}}
+		}
+	}
+	running, exited, failed := 0, 0, 0
+	var lastStart, lastFinish time.Time
+	for _, spec := range pod.Spec.Containers {
+		cs := v1.ContainerStatus{Name: spec.Name, Image: spec.Image}
+		c, ok := remote[spec.Name]
+		switch {
+		case !ok || c.State == ContainerWaiting:
+			cs.State.Waiting = &v1.ContainerStateWaiting{Reason: ReasonContainerCreating}
+		case c.State == ContainerRunning:
+			running++
+			cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}
+			cs.Ready = true
+			cs.Started = new(true)
+		default:
+			exited++
+			reason := "Completed"
+			if c.ExitCode != 0 {
+				failed++
+				reason = "Error"
+			}
+			cs.State.Terminated = &v1.ContainerStateTerminated{
+				ExitCode:   c.ExitCode,
+				Reason:     reason,
+				StartedAt:  metav1.NewTime(c.StartedAt),
+				FinishedAt: metav1.NewTime(c.FinishedAt),
+			}
+			cs.Started = new(false)
+		}
+		if ok {
+			cs.Image = c.Image
+			cs.RestartCount = c.RestartCount
+			cs.ContainerID = fmt.Sprintf("simcloud://%s/%s", rp.UID, c.Name)
+			lastStart = later(lastStart, c.StartedAt)
+			lastFinish = later(lastFinish, c.FinishedAt)
+		}
+		st.ContainerStatuses = append(st.ContainerStatuses, cs)
+	}
+	n := len(pod.Spec.Containers)
+	switch {
+	case n > 0 && exited == n && failed == 0:
+		st.Phase = v1.PodSucceeded
+	case n > 0 && exited == n:
+		st.Phase = v1.PodFailed
+	case running > 0:
+		st.Phase = v1.PodRunning
+	}
+	setConditions(&st, rp, n > 0 && running == n, lastStart, lastFinish)
+	return st
+}
+
+// finalStatus is the status of a pod none of whose containers runs any
+// more: what the backend reports after stopping it, or, when the backend
+// has nothing (never created, or lost), the last status with every
+// container not known to have exited marked ContainerStatusUnknown, as the
+// kubelet does. The phase is Succeeded when every container exited 0, and
+// Failed otherwise.
+func finalStatus(pod *v1.Pod, rp *RemotePod, last *v1.PodStatus) v1.PodStatus {
+	var st v1.PodStatus
+	switch {
+	case rp != nil:
+		st = podStatus(pod, rp)
+	case last != nil:
+		st = *last.DeepCopy()
+	default:
+		st = podStatus(pod, nil)
+	}
+	failed := false
+	var lastFinish time.Time
+	for i := range st.ContainerStatuses {
+		cs := &st.ContainerStatuses[i]
+		if cs.State.Terminated == nil {
+			term := &v1.ContainerStateTerminated{
+				ExitCode: ExitCodeUnknown,
+				Reason:   ReasonContainerStatusUnknown,
+				Message:  MessageContainerStatusUnknown,
+			}
+			if cs.State.Running != nil {
+				term.StartedAt = cs.State.Running.StartedAt
+			}
+			cs.State = v1.ContainerState{Terminated: term}
+		}
+		cs.Ready = false
+		cs.Started = new(false)
+		if cs.State.Terminated.ExitCode != 0 {
+			failed = true
+		}
+		lastFinish = later(lastFinish, cs.State.Terminated.FinishedAt.Time)
+	}
+	st.Phase = v1.PodSucceeded
+	if failed || len(st.ContainerStatuses) == 0 {
+		st.Phase = v1.PodFailed
+	}
+	setConditions(&st, rp, false, time.Time{}, lastFinish)
+	return st
+}
+
+// setConditions fills the four standard pod conditions. Transition times
+// come from the backend's own timestamps so that an unchanged pod yields an
+// equal status.
+func setConditions(st *v1.PodStatus, rp *RemotePod, ready bool, lastStart, lastFinish time.Time) {
+	var created time.Time
+	if rp != nil {
+		created = rp.CreatedAt
+	}
+	cond := func(t v1.PodConditionType, ok bool, at time.Time, reason string) v1.PodCondition {
+		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(at)}
+		if ok {
+			c.Status = v1.ConditionTrue
+		} else {
+			c.Reason = reason
+		}
+		return c
+	}
+	terminal := st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
+	readyAt, notReason := created, "ContainersNotReady"
+	switch {
+	case ready:
+		readyAt = lastStart
+	case terminal:
+		readyAt, notReason = later(created, lastFinish), "PodCompleted"
+	}
+	st.Conditions = []v1.PodCondition{
+		cond(v1.PodScheduled, true, created, ""),
+		cond(v1.PodInitialized, rp != nil || terminal, created, "PodNotCreated"),
+		cond(v1.ContainersReady, ready, readyAt, notReason),
+		cond(v1.PodReady, ready, readyAt, notReason),
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
