@@ -200,8 +200,8 @@ func (e *env) feedMirrors() {
 	e.t.Helper()
 	var pods []*v1.Pod
 	for _, name := range e.mirrors.MirrorPodNames() {
+		// The fake gives each mirror its own UID, as the API server does.
 		m, _ := e.mirrors.MirrorPod(name)
-		m.UID = types.UID("mirror-" + m.Annotations[mirror.ConfigMirrorAnnotationKey])
 		pods = append(pods, m)
 	}
 	e.set(mirror.ApiserverSource, pods...)

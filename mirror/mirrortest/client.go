@@ -26,9 +26,11 @@ type DeleteCall struct {
 // It refuses what mirror.Client refuses — a pod that fails
 // mirror.ValidateStaticPod, a malformed full name, a create over a mirror
 // with another hash (mirror.ErrHashMismatch) — so code tested against it
-// behaves the same against the real client. It does not model UIDs: a delete
-// removes the mirror of that full name whatever uid says. Use FakePodAPI under
-// a real mirror.Client to test UID preconditions.
+// behaves the same against the real client. Like the API server it gives
+// each mirror it stores a UID of its own ("mirror-1", "mirror-2", ...), so
+// mirrors fed back into a pod store never collide with their static pod,
+// and a delete with a uid that is not the stored mirror's deletes nothing
+// (a failed precondition, reported as (false, nil) like mirror.Client).
 //
 // The zero value is ready to use. Safe for concurrent use.
 type FakeClient struct {
@@ -40,6 +42,8 @@ type FakeClient struct {
 	deletes   []DeleteCall
 	createErr error
 	deleteErr error
+	// created counts the mirrors stored, to make their UIDs.
+	created int
 }
 
 var _ mirror.MirrorPodClient = (*FakeClient)(nil)
@@ -77,6 +81,9 @@ func (f *FakeClient) CreateMirrorPod(_ context.Context, pod *v1.Pod) error {
 	}
 	m := pod.DeepCopy()
 	m.Annotations[mirror.ConfigMirrorAnnotationKey] = hash
+	f.created++
+	m.UID = types.UID(fmt.Sprintf("mirror-%d", f.created))
+	m.ResourceVersion = ""
 	if f.mirrors == nil {
 		f.mirrors = make(map[string]*v1.Pod)
 	}
@@ -103,7 +110,8 @@ func (f *FakeClient) DeleteMirrorPod(_ context.Context, podFullName string, uid 
 	if _, _, err := mirror.ParsePodFullName(podFullName); err != nil {
 		return false, err
 	}
-	if _, ok := f.mirrors[podFullName]; !ok {
+	existing, ok := f.mirrors[podFullName]
+	if !ok || (uid != nil && existing.UID != *uid) {
 		return false, nil
 	}
 	delete(f.mirrors, podFullName)

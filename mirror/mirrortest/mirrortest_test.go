@@ -50,6 +50,10 @@ func TestFakeClientKeepsMirrors(t *testing.T) {
 
 	deleted, err := f.DeleteMirrorPod(ctx, "etcd_ns", ptr.To(types.UID("any")))
 	require.NoError(t, err)
+	assert.False(t, deleted, "a uid that is not the mirror's is a failed precondition")
+	require.NotEqual(t, pod.UID, m.UID, "the mirror has a UID of its own")
+	deleted, err = f.DeleteMirrorPod(ctx, "etcd_ns", ptr.To(m.UID))
+	require.NoError(t, err)
 	assert.True(t, deleted)
 	deleted, err = f.DeleteMirrorPod(ctx, "etcd_ns", nil)
 	require.NoError(t, err)
@@ -61,6 +65,7 @@ func TestFakeClientKeepsMirrors(t *testing.T) {
 	assert.Equal(t, "h2", creates[2].Annotations[mirror.ConfigHashAnnotationKey])
 	assert.Equal(t, []mirrortest.DeleteCall{
 		{FullName: "etcd_ns", UID: ptr.To(types.UID("any"))},
+		{FullName: "etcd_ns", UID: ptr.To(types.UID("mirror-1"))},
 		{FullName: "etcd_ns"},
 	}, f.Deletes())
 }
