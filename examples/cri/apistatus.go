@@ -107,6 +107,8 @@ func (s *PodStatus) apiStatus(pod *v1.Pod, final bool) v1.PodStatus {
 			if cs.State.Terminated.ExitCode == 0 {
 				succeeded++
 			}
+		case cs.LastTerminationState.Terminated != nil:
+			stopped++ // being restarted: it ran before
 		default:
 			waiting++
 		}

@@ -270,19 +270,26 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status *Pod
 	if err := s.removeAll(ctx, pod.UID); err != nil {
 		return err
 	}
-	if s.opts.LogDirectory != "" {
-		if err := os.RemoveAll(podLogDirectory(s.opts.LogDirectory, pod.Namespace, pod.Name, pod.UID)); err != nil {
-			return fmt.Errorf("cri: removing the log directory of pod %s: %w", podRef(pod), err)
+	return s.forget(pod.Namespace, pod.Name, pod.UID)
+}
+
+// forget drops what the syncer keeps of a removed pod: its log directory
+// and its restart back-off.
+func (s *Syncer) forget(namespace, name string, uid types.UID) error {
+	if s.opts.LogDirectory != "" && name != "" {
+		if err := os.RemoveAll(podLogDirectory(s.opts.LogDirectory, namespace, name, uid)); err != nil {
+			return fmt.Errorf("cri: removing the log directory of pod %s/%s (%s): %w", namespace, name, uid, err)
 		}
 	}
-	s.backOff.forget(pod.UID)
+	s.backOff.forget(uid)
 	return nil
 }
 
 // SyncTerminatingRuntimePod stops a pod that only the runtime knows (an
 // orphan found by RuntimePods), as SyncTerminatingPod does with a grace
-// period of 1 second, and then removes its containers and sandboxes: the
-// engine calls no SyncTerminatedPod for such a pod, so nothing else would.
+// period of 1 second, and then removes its containers, sandboxes and log
+// directory: the engine calls no SyncTerminatedPod for such a pod, so
+// nothing else would.
 // It returns nil only when nothing of the pod is left running.
 func (s *Syncer) SyncTerminatingRuntimePod(ctx context.Context, pod podworker.RuntimePod) error {
 	status, err := s.PodStatus(ctx, pod.UID, time.Time{})
@@ -295,8 +302,7 @@ func (s *Syncer) SyncTerminatingRuntimePod(ctx context.Context, pod podworker.Ru
 	if err := s.removeAll(ctx, pod.UID); err != nil {
 		return err
 	}
-	s.backOff.forget(pod.UID)
-	return nil
+	return s.forget(pod.Namespace, pod.Name, pod.UID)
 }
 
 // ensureStatus returns status, or reads it when the engine gave none.
