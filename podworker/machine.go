@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/podkit/podkit/internal/jitter"
 	"github.com/podkit/podkit/internal/timerheap"
@@ -34,7 +35,28 @@ type machine struct {
 	resync, backOff, maxBackOff time.Duration
 	metrics                     *metrics
 	// onMove, when set, is told of every stage change.
-	onMove func(r *record, from, to Stage, now time.Time)
+	onMove func(r *record, from, to Stage)
+
+	// clock is read at most once per operation, and only when the
+	// operation needs the time (reading it is not free on every machine).
+	clock  clock.PassiveClock
+	nowAt  time.Time
+	nowSet bool
+	// stampUpdates: fill in an update's missing StartTime (latency metrics).
+	stampUpdates bool
+	// trackSyncTime: remember when each hook returned (for StatusSource).
+	trackSyncTime bool
+}
+
+// tick starts a new operation: the next now() reads the clock again.
+func (m *machine) tick() { m.nowSet = false }
+
+// now returns the time of the current operation.
+func (m *machine) now() time.Time {
+	if !m.nowSet {
+		m.nowAt, m.nowSet = m.clock.Now(), true
+	}
+	return m.nowAt
 }
 
 // staticSlot serializes static pods sharing a full name: one holder at a
@@ -66,8 +88,9 @@ type work struct {
 	lastSync     time.Time
 }
 
-func newMachine(resync, backOff, maxBackOff time.Duration, m *metrics) *machine {
+func newMachine(clk clock.PassiveClock, resync, backOff, maxBackOff time.Duration, m *metrics) *machine {
 	return &machine{
+		clock:      clk,
 		records:    map[types.UID]*record{},
 		static:     map[string]*staticSlot{},
 		resync:     resync,
@@ -77,7 +100,7 @@ func newMachine(resync, backOff, maxBackOff time.Duration, m *metrics) *machine 
 	}
 }
 
-func (m *machine) moved(r *record, from Stage, now time.Time) {
+func (m *machine) moved(r *record, from Stage) {
 	to := r.stage()
 	if r.has(fForgotten) {
 		to = StageAbsent
@@ -87,12 +110,12 @@ func (m *machine) moved(r *record, from Stage, now time.Time) {
 	}
 	m.metrics.moved(from, to)
 	if m.onMove != nil {
-		m.onMove(r, from, to, now)
+		m.onMove(r, from, to)
 	}
 }
 
 // apply records one validated update (UpdatePod).
-func (m *machine) apply(now time.Time, u update, k killRequest) {
+func (m *machine) apply(u update, k killRequest) {
 	runtimeOnly := u.pod == nil
 	var uid types.UID
 	if runtimeOnly {
@@ -101,8 +124,8 @@ func (m *machine) apply(now time.Time, u update, k killRequest) {
 		uid = u.pod.UID
 		u.runningPod = nil
 	}
-	if u.startTime.IsZero() {
-		u.startTime = now
+	if u.startTime.IsZero() && m.stampUpdates {
+		u.startTime = m.now()
 	}
 
 	r := m.records[uid]
@@ -130,7 +153,7 @@ func (m *machine) apply(now time.Time, u update, k killRequest) {
 	} else {
 		from = r.stage()
 	}
-	defer m.moved(r, from, now)
+	defer m.moved(r, from)
 
 	pod := u.pod
 	if runtimeOnly {
@@ -170,7 +193,7 @@ func (m *machine) apply(now time.Time, u update, k killRequest) {
 	}
 	if becameTerminating {
 		r.flags |= fTermRequested
-		m.unwaitStatic(r, now)
+		m.unwaitStatic(r)
 	}
 	if r.has(fFinished) {
 		// Finished implies termination was requested: nothing more runs.
@@ -371,7 +394,7 @@ func (m *machine) requeueLast(r *record) {
 // begin consumes r's pending update and returns the hook call to make, or
 // ok false when there is nothing to run (the pod waits for its static slot,
 // or will never start).
-func (m *machine) begin(r *record, now time.Time) (w work, ok bool) {
+func (m *machine) begin(r *record) (w work, ok bool) {
 	if !r.has(fHasPending) || r.has(fFinished) {
 		r.flags &^= fHasPending
 		return w, false
@@ -382,7 +405,7 @@ func (m *machine) begin(r *record, now time.Time) (w work, ok bool) {
 		allow, never := m.allowStart(r)
 		if never {
 			m.cleanupUnstarted(r)
-			m.moved(r, from, now)
+			m.moved(r, from)
 			return w, false
 		}
 		if !allow {
@@ -423,19 +446,21 @@ func (m *machine) begin(r *record, now time.Time) (w work, ok bool) {
 		}
 	}
 	r.flags |= fRunning
-	m.moved(r, from, now)
+	m.moved(r, from)
 	return w, true
 }
 
 // complete applies the outcome of the hook begin handed out.
-func (m *machine) complete(r *record, w work, terminal bool, err error, now time.Time) {
+func (m *machine) complete(r *record, w work, terminal bool, err error) {
 	r.flags &^= fRunning
-	r.lastSync = now
+	if m.trackSyncTime {
+		r.lastSync = m.now()
+	}
 	if r.has(fForgotten) {
 		return
 	}
 	from := r.stage()
-	defer func() { m.moved(r, from, now) }()
+	defer func() { m.moved(r, from) }()
 
 	if err != nil {
 		m.metrics.retries[w.state].Inc()
@@ -455,7 +480,7 @@ func (m *machine) complete(r *record, w work, terminal bool, err error, now time
 			}
 			d = jitter.Up(r.backoff, 0.5)
 		}
-		m.delay(r, now.Add(d))
+		m.delay(r, m.now().Add(d))
 		return
 	}
 	r.backoff = 0
@@ -476,17 +501,15 @@ func (m *machine) complete(r *record, w work, terminal bool, err error, now time
 		if r.has(fHasPending) {
 			m.makeReady(r)
 		} else if m.resync > 0 {
-			m.delay(r, now.Add(jitter.Up(m.resync, 0.5)))
+			m.delay(r, m.now().Add(jitter.Up(m.resync, 0.5)))
 		}
 	case Terminating:
 		if w.runtimeOnly {
 			// Nothing else to clean up for a pod known only from the
-			// runtime: it is forgotten (which closes its channels). That is
-			// one move, terminating to absent, and forget reports it from
-			// the stage the pod is in; the deferred report has none left.
-			m.forget(r, now)
+			// runtime: it is removed (which closes its channels), and the
+			// deferred report says terminating -> absent.
 			r.flags |= fTerminated | fFinished
-			from = StageAbsent
+			m.remove(r)
 			return
 		}
 		r.flags |= fTerminated
@@ -581,7 +604,7 @@ func (s *staticSlot) unlink(r *record) {
 // unwaitStatic takes r out of its waiting list (its termination was
 // requested, or it is forgotten) and wakes the next in line if the slot is
 // free.
-func (m *machine) unwaitStatic(r *record, _ time.Time) {
+func (m *machine) unwaitStatic(r *record) {
 	if !r.has(fWaiting) {
 		return
 	}
@@ -622,10 +645,10 @@ func (m *machine) wakeStatic(fullName string, s *staticSlot) {
 }
 
 // forget removes r entirely and reports it. r's hook must not be running.
-func (m *machine) forget(r *record, now time.Time) {
+func (m *machine) forget(r *record) {
 	from := r.stage()
 	m.remove(r)
-	m.moved(r, from, now)
+	m.moved(r, from)
 }
 
 // remove takes r out of the engine without reporting the stage change.
@@ -641,13 +664,13 @@ func (m *machine) remove(r *record) {
 }
 
 // syncKnown implements SyncKnownPods.
-func (m *machine) syncKnown(desired map[types.UID]struct{}, now time.Time) map[types.UID]PodWorkerSync {
+func (m *machine) syncKnown(desired map[types.UID]struct{}) map[types.UID]PodWorkerSync {
 	m.podsSynced = true
 	out := make(map[types.UID]PodWorkerSync, len(m.records))
 	for uid, r := range m.records {
 		_, want := desired[uid]
 		orphan := !want
-		if (orphan || r.has(fRestartRequested)) && m.removeIfDone(r, orphan, now) {
+		if (orphan || r.has(fRestartRequested)) && m.removeIfDone(r, orphan) {
 			continue
 		}
 		p := r.knownPod()
@@ -658,9 +681,9 @@ func (m *machine) syncKnown(desired map[types.UID]struct{}, now time.Time) map[t
 
 // removeIfDone forgets r when it is finished or never started, and drives
 // a live orphan to termination. It reports whether r was forgotten.
-func (m *machine) removeIfDone(r *record, orphan bool, now time.Time) bool {
+func (m *machine) removeIfDone(r *record, orphan bool) bool {
 	if r.has(fFinished) {
-		m.forget(r, now)
+		m.forget(r)
 		return true
 	}
 	if !orphan {
@@ -670,7 +693,7 @@ func (m *machine) removeIfDone(r *record, orphan bool, now time.Time) bool {
 	r.flags |= fDeleted
 	switch {
 	case !r.has(fStarted) && !r.has(fObservedRuntime) && !r.has(fRunning):
-		m.forget(r, now)
+		m.forget(r)
 		return true
 	case r.has(fStarted) && !r.has(fTermRequested):
 		// Decision D9: an orphan stops with its computed grace period.
@@ -680,7 +703,7 @@ func (m *machine) removeIfDone(r *record, orphan bool, now time.Time) bool {
 		m.requeueLast(r)
 		m.makeReady(r)
 	}
-	m.moved(r, from, now)
+	m.moved(r, from)
 	return false
 }
 

@@ -111,7 +111,7 @@ func joinLines(s []string) string {
 }
 
 // moved is the engine's onMove, called under the engine's lock.
-func (m *model) moved(r *record, from, to Stage, now time.Time) {
+func (m *model) moved(r *record, from, to Stage) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u := m.uids[r.uid]
@@ -367,9 +367,9 @@ func runModel(t *testing.T, src source, ops, nUIDs int, more func() bool) {
 			t.Fatal(err)
 		}
 		m.w = w
-		w.m.onMove = func(r *record, from, to Stage, now time.Time) {
-			m.moved(r, from, to, now)
-			w.obs.moved(r, from, to, now)
+		w.m.onMove = func(r *record, from, to Stage) {
+			m.moved(r, from, to)
+			w.obs.moved(r, from, to, w.m.now)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		runDone := make(chan error, 1)

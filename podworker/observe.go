@@ -46,14 +46,14 @@ type observers struct {
 }
 
 // moved is the machine's onMove: it never blocks.
-func (o *observers) moved(r *record, from, to Stage, now time.Time) {
+func (o *observers) moved(r *record, from, to Stage, now func() time.Time) {
 	if o.n.Load() == 0 {
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.subs) > 0 {
-		t := Transition{UID: r.uid, FullName: r.fullName, From: from, To: to, Time: now}
+		t := Transition{UID: r.uid, FullName: r.fullName, From: from, To: to, Time: now()}
 		for _, s := range o.subs {
 			select {
 			case s.ch <- t:

@@ -85,8 +85,10 @@ func New[T any](syncer PodSyncer[T], opts Options[T]) (*PodWorkers[T], error) {
 	if opts.Status != nil {
 		w.stopped, _ = opts.Status.(StoppedChecker[T])
 	}
-	w.m = newMachine(opts.ResyncInterval, opts.BackOff, opts.MaxBackOff, newMetrics(opts.Metrics))
-	w.m.onMove = w.obs.moved
+	w.m = newMachine(opts.Clock, opts.ResyncInterval, opts.BackOff, opts.MaxBackOff, newMetrics(opts.Metrics))
+	w.m.stampUpdates = w.timed
+	w.m.trackSyncTime = opts.Status != nil
+	w.m.onMove = func(r *record, from, to Stage) { w.obs.moved(r, from, to, w.m.now) }
 	return w, nil
 }
 
@@ -116,7 +118,8 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 	var timer clock.Timer
 	for {
 		w.mu.Lock()
-		next, ok := w.m.fireDue(w.clock.Now())
+		w.m.tick()
+		next, ok := w.m.fireDue(w.m.now())
 		w.m.earliest = false
 		w.spawnLocked(0)
 		w.mu.Unlock()
@@ -199,7 +202,8 @@ func (w *PodWorkers[T]) work() {
 		if r == nil {
 			break
 		}
-		wk, ok := w.m.begin(r, w.clock.Now())
+		w.m.tick()
+		wk, ok := w.m.begin(r)
 		if !ok {
 			continue
 		}
@@ -211,7 +215,8 @@ func (w *PodWorkers[T]) work() {
 		terminal, err := w.run(ctx, r, &wk)
 
 		w.mu.Lock()
-		w.m.complete(r, wk, terminal, err, w.clock.Now())
+		w.m.tick()
+		w.m.complete(r, wk, terminal, err)
 		w.afterChangeLocked(1)
 	}
 	w.workers--
@@ -314,7 +319,8 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 	if w.state == stopped {
 		return ErrStopped
 	}
-	w.m.apply(w.clock.Now(), u, k)
+	w.m.tick()
+	w.m.apply(u, k)
 	w.afterChangeLocked(0)
 	return nil
 }
@@ -403,7 +409,8 @@ func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorker
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := w.m.syncKnown(set, w.clock.Now())
+	w.m.tick()
+	out := w.m.syncKnown(set)
 	w.afterChangeLocked(0)
 	return out
 }
