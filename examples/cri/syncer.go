@@ -262,7 +262,9 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status *Po
 // SyncTerminatedPod removes every container and sandbox of the pod (found
 // afresh with ListContainers and ListPodSandbox; status is not used), the
 // pod's log directory and its restart back-off. It is idempotent: what is
-// already gone is not an error.
+// already gone is not an error. It fails, removing nothing, while a
+// container of the pod runs or a sandbox is ready: the engine only calls it
+// after SyncTerminatingPod succeeded.
 func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status *PodStatus) error {
 	if pod == nil {
 		return errors.New("cri: SyncTerminatedPod needs a pod, got nil")
@@ -426,11 +428,16 @@ func (s *Syncer) checkStopped(ctx context.Context, uid types.UID) error {
 	for _, c := range running {
 		names = append(names, c.GetMetadata().GetName())
 	}
-	return fmt.Errorf("cri: pod %s still runs after being stopped: containers %q, %d ready sandbox(es); retrying", uid, names, len(ready))
+	return fmt.Errorf("cri: pod %s still runs: containers %q, %d ready sandbox(es)", uid, names, len(ready))
 }
 
-// removeAll removes every container, then every sandbox, of pod uid.
+// removeAll removes every container, then every sandbox, of pod uid. It
+// refuses while anything of the pod runs: stopping is SyncTerminatingPod's
+// job, with the pod's grace period.
 func (s *Syncer) removeAll(ctx context.Context, uid types.UID) error {
+	if err := s.checkStopped(ctx, uid); err != nil {
+		return fmt.Errorf("cri: not removing pod %s: %w", uid, err)
+	}
 	containers, err := s.containers.ListContainers(ctx, containerFilter(uid))
 	if err != nil {
 		return fmt.Errorf("cri: listing the containers of pod %s: %w", uid, err)

@@ -468,7 +468,7 @@ func TestSyncTerminatingPodErrors(t *testing.T) {
 		e.mustSync(t, pod)
 		e.rt.keepRunning = true
 		err := e.syncer.SyncTerminatingPod(context.Background(), pod, nil, 3, nil)
-		assert.ErrorContains(t, err, `still runs after being stopped: containers ["app"]`)
+		assert.ErrorContains(t, err, `still runs: containers ["app"]`)
 	})
 }
 
@@ -503,6 +503,15 @@ func TestSyncTerminatingPodCancelEscalates(t *testing.T) {
 		assert.Equal(t, []stopCall{{e.container(t, pod.UID, "app").GetId(), 0}}, e.rt.stopCalls(), "killed at once")
 		assert.True(t, e.syncer.NothingRunning(e.status(t, pod.UID)))
 	})
+}
+
+func TestSyncTerminatedPodRefusesARunningPod(t *testing.T) {
+	e := newEnv(t)
+	pod := newPod("early")
+	e.mustSync(t, pod)
+	err := e.syncer.SyncTerminatedPod(context.Background(), pod, nil)
+	assert.ErrorContains(t, err, `not removing pod early-uid: cri: pod early-uid still runs: containers ["app"], 1 ready sandbox(es)`)
+	assert.Equal(t, runtimeapi.ContainerState_CONTAINER_RUNNING, e.container(t, pod.UID, "app").GetState(), "nothing was removed")
 }
 
 func TestSyncTerminatedPodIsIdempotent(t *testing.T) {
