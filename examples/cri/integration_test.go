@@ -18,7 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podkit/podkit/examples/cri"
-	"github.com/podkit/podkit/examples/cri/internal/containerdtest"
+	"github.com/podkit/podkit/examples/internal/containerdtest"
 	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"

@@ -1,5 +1,6 @@
 // Package containerdtest starts a real containerd, with its CRI plugin, for
-// the integration tests of package cri, as shared/CRI.md describes: in a
+// the integration tests of the CRI examples (package cri, and the node
+// agent's --runtime cri), as shared/CRI.md describes: in a
 // temporary directory, with a locally built pause image and a busybox
 // image (no registry), and a CNI bridge network that never routes off the
 // machine. Everything it starts or creates is stopped and removed when the
@@ -41,7 +42,7 @@ const (
 	// addresses from it; nothing routes it off the machine.
 	Subnet = "10.244.77.0/24"
 	// pausePackage is the pause command, built for the sandbox image.
-	pausePackage = "github.com/podkit/podkit/examples/cri/internal/pause"
+	pausePackage = "github.com/podkit/podkit/examples/internal/containerdtest/pause"
 	// startTimeout bounds containerd's start and the image imports.
 	startTimeout = 30 * time.Second
 )
