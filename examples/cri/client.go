@@ -179,7 +179,7 @@ func (c *Client) UpdateContainerResources(ctx context.Context, containerID strin
 
 // ExecSync runs cmd in a container and returns its output. A non-zero exit
 // code is an error that implements k8s.io/utils/exec.ExitError. timeout 0
-// means none.
+// means none; the runtime counts it in whole seconds, rounded up.
 func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (stdout, stderr []byte, err error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -187,7 +187,8 @@ func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string,
 		ctx, cancel = context.WithTimeout(ctx, timeout+5*time.Second)
 		defer cancel()
 	}
-	resp, err := c.runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd, Timeout: int64(timeout.Seconds())})
+	seconds := int64((timeout + time.Second - 1) / time.Second) // the CRI counts whole seconds: round up
+	resp, err := c.runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd, Timeout: seconds})
 	if err != nil {
 		return nil, nil, err
 	}
