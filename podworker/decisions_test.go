@@ -636,6 +636,7 @@ func TestDecisionD11_GoroutinesFollowWork(t *testing.T) {
 	t.Run("MaxConcurrentSyncs caps the hooks in flight", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{MaxConcurrentSyncs: 3})
+			r.settle()
 			idle := bubbleGoroutines()
 			const n = 10
 			gates := make([]*podworkertest.Gate, n)
@@ -756,6 +757,19 @@ func (s *logSink) find(substr string) string {
 	return ""
 }
 
+// all returns every line containing substr.
+func (s *logSink) all(substr string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, l := range s.lines {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 func TestDecisionD12_PanickingHookIsAFailedSync(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		var logs logSink
@@ -847,6 +861,9 @@ func TestShutdown(t *testing.T) {
 			r.entered(g)
 			r.w.Subscribe(make(chan podworker.Transition, 1))
 			r.stop()
+			// Goroutines that are done may still be returning: settle, and
+			// anything left is blocked for good, a leak.
+			r.settle()
 			assert.Equal(t, before, bubbleGoroutines())
 			// Leaving the bubble also fails if any goroutine it started is
 			// still there.

@@ -1,6 +1,7 @@
 // Package podworkertest helps test code built on podworker: a fake
-// PodSyncer that records and scripts hook calls, and helpers that wait for a
-// pod worker to reach a stage without polling or sleeping.
+// PodSyncer that records and scripts hook calls, helpers that wait for a
+// pod worker to reach a stage without polling or sleeping, and
+// RunConformance, which checks a real PodSyncer against the hooks' contract.
 //
 // # Usage
 //
