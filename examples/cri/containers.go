@@ -105,7 +105,7 @@ func (s *Syncer) restart(ctx context.Context, pod *v1.Pod, status *PodStatus, sa
 	if cur.GetStartedAt() > 0 && cur.GetFinishedAt() > cur.GetStartedAt() {
 		ranFor = time.Duration(cur.GetFinishedAt() - cur.GetStartedAt())
 	}
-	if wait := s.backOff.next(pod.UID, c.Name, s.clock.Now(), ranFor); wait > 0 {
+	if wait := s.backOff.next(pod.UID, c.Name, s.opts.Clock.Now(), ranFor); wait > 0 {
 		return podworker.RetryAfter(fmt.Errorf("%w %q of pod %s (exit code %d); next restart in %v",
 			ErrBackOff, c.Name, podRef(pod), cur.GetExitCode(), wait.Round(time.Millisecond)), wait)
 	}
@@ -157,10 +157,10 @@ func (s *Syncer) checkImage(ctx context.Context, pod *v1.Pod, c *v1.Container) e
 	if c.Image == "" {
 		return fmt.Errorf("%w: container %q of pod %s has no image", ErrUnsupported, c.Name, podRef(pod))
 	}
-	if s.images == nil {
+	if s.opts.Images == nil {
 		return nil
 	}
-	resp, err := s.images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: c.Image}, false)
+	resp, err := s.opts.Images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: c.Image}, false)
 	if err != nil {
 		return fmt.Errorf("cri: checking image %q of container %q of pod %s: %w", c.Image, c.Name, podRef(pod), err)
 	}

@@ -159,7 +159,7 @@ func (s *PodStatus) nextAttempt(name string) uint32 {
 // removed while it runs is left out; any other runtime error is returned
 // (the engine then retries the hook with backoff).
 func (s *Syncer) PodStatus(ctx context.Context, uid types.UID, newerThan time.Time) (*PodStatus, error) {
-	st := &PodStatus{UID: uid, Timestamp: s.clock.Now(), RuntimeName: s.opts.RuntimeName, HostIPs: s.opts.NodeIPs}
+	st := &PodStatus{UID: uid, Timestamp: s.opts.Clock.Now(), RuntimeName: s.opts.RuntimeName, HostIPs: s.opts.NodeIPs}
 	sandboxes, err := s.sandboxes.ListPodSandbox(ctx, sandboxFilter(uid))
 	if err != nil {
 		return nil, fmt.Errorf("cri: listing the sandboxes of pod %s: %w", uid, err)

@@ -103,9 +103,7 @@ type Options struct {
 type Syncer struct {
 	sandboxes  criapi.PodSandboxManager
 	containers criapi.ContainerManager
-	images     ImageStatusReader
-	opts       Options
-	clock      clock.PassiveClock
+	opts       Options // completed by New
 	backOff    *restartBackOff
 }
 
@@ -160,9 +158,7 @@ func New(sandboxes criapi.PodSandboxManager, containers criapi.ContainerManager,
 	return &Syncer{
 		sandboxes:  sandboxes,
 		containers: containers,
-		images:     opts.Images,
 		opts:       opts,
-		clock:      opts.Clock,
 		backOff:    newRestartBackOff(opts.RestartBackOff, opts.MaxRestartBackOff),
 	}, nil
 }
@@ -206,14 +202,12 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 		sandboxID = sb.GetId()
 		sandboxConfig = s.sandboxConfig(pod, sb.GetMetadata().GetAttempt())
 	} else {
+		var attempt uint32
 		if len(status.Sandboxes) > 0 {
 			// The pod's sandbox died: release what is left of it first.
 			if err := s.stopAll(ctx, pod.UID, status, gracePeriodOf(pod)); err != nil {
 				return false, err
 			}
-		}
-		var attempt uint32
-		if len(status.Sandboxes) > 0 {
 			attempt = status.Sandboxes[0].GetMetadata().GetAttempt() + 1
 		}
 		sandboxConfig = s.sandboxConfig(pod, attempt)
