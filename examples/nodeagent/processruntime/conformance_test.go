@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,6 +43,7 @@ func TestConformance(t *testing.T) {
 			Status:     rt,
 			Probe:      procProbe,
 			Containers: conformanceContainers,
+			Tolerance:  3 * time.Second,
 			Parallel:   true,
 		}
 	})

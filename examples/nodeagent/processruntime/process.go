@@ -87,6 +87,13 @@ func (r *Runtime) environment(pod *v1.Pod, spec *v1.Container) (env []string, pa
 	return env, path
 }
 
+// LookPath finds the executable a container command runs when the
+// container's env sets no PATH: name itself when it holds a slash, else the
+// first match in the runtime's PATH (Options.Path). The error names the
+// command and the PATH searched. An agent can use it to check up front
+// that the commands it means to run exist.
+func (r *Runtime) LookPath(name string) (string, error) { return lookPath(name, r.path, "/") }
+
 // lookPath finds the executable for name: a name with a slash is a path
 // (relative to dir), any other is looked up in path. The error names the
 // command and the PATH searched, so a typo in a manifest is plain to see.

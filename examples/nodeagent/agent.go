@@ -1,0 +1,554 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/mirror"
+	"github.com/podkit/podkit/podmanager"
+	"github.com/podkit/podkit/podworker"
+)
+
+// options are the agent's settings, from the command line.
+type options struct {
+	manifests        string
+	stateDir         string
+	nodeName         string
+	listen           string
+	untilIdle        bool
+	shutdownGrace    time.Duration
+	restartBackOff   time.Duration
+	manifestInterval time.Duration
+	verbosity        int
+	// demoTimeout bounds the demo script; past it the demo has stalled.
+	demoTimeout time.Duration
+}
+
+// demo reports whether the agent plays the embedded demo (no --manifests).
+func (o options) demo() bool { return o.manifests == "" }
+
+// nodeAllocatable is what the demo node offers to pods.
+var nodeAllocatable = v1.ResourceList{
+	v1.ResourceCPU:    resource.MustParse("4"),
+	v1.ResourceMemory: resource.MustParse("8Gi"),
+	v1.ResourcePods:   resource.MustParse("110"),
+}
+
+// podRecord is what the agent remembers of one pod, for its output, the
+// /pods endpoint and the summary.
+type podRecord struct {
+	uid       types.UID
+	name      string // namespace/name
+	fullName  string
+	static    bool
+	firstSeen time.Time
+	// pod is the latest desired pod known.
+	pod *v1.Pod
+	// rejected is the status admission gave the pod, nil if admitted.
+	rejected *v1.PodStatus
+	// runtime is the runtime's latest view of the pod.
+	runtime    processruntime.PodStatus
+	hasRuntime bool
+	stage      podworker.Stage
+	// maxStage is the furthest stage the pod's worker reached.
+	maxStage podworker.Stage
+	// When termination was requested (or the pod finished on its own),
+	// when its containers were known stopped, and when it was cleaned up.
+	termRequested, terminated, finished time.Time
+	// termReason says why the pod was terminated.
+	termReason string
+}
+
+// apiStatus is the pod's status as the kubelet would derive it.
+func (r *podRecord) apiStatus() (v1.PodStatus, bool) {
+	switch {
+	case r.rejected != nil:
+		return *r.rejected, true
+	case r.pod == nil || !r.hasRuntime:
+		return v1.PodStatus{}, false
+	}
+	return processruntime.APIStatus(r.pod, r.runtime), true
+}
+
+// agent is the node agent: config sources feed a lifecycle.Handler, which
+// drives the pod workers, which call the process runtime.
+type agent struct {
+	opts  options
+	out   io.Writer
+	log   logr.Logger
+	start time.Time
+
+	rt          *processruntime.Runtime
+	workers     *podworker.PodWorkers[processruntime.PodStatus]
+	store       *podmanager.Manager
+	handler     *lifecycle.Handler
+	config      *lifecycle.Config
+	api         *fakeAPIServer
+	manifests   *lifecycle.ManifestSource
+	manifestDir string
+	listener    net.Listener
+
+	// outMu keeps output lines whole.
+	outMu sync.Mutex
+
+	// mu guards the fields below.
+	mu    sync.Mutex
+	pods  map[types.UID]*podRecord
+	order []types.UID
+	// changed is closed and replaced whenever a record changes.
+	changed      chan struct{}
+	shuttingDown bool
+	// events are runtime events waiting for the event loop; eventWake has
+	// a value when there are some.
+	events    []processruntime.Event
+	eventWake chan struct{}
+}
+
+// newAgent builds the agent: it opens the runtime (adopting what a previous
+// run left in the state directory) and wires the engine, the handler and
+// the config sources. It starts nothing but the HTTP listener's socket.
+func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
+	a := &agent{
+		opts:      opts,
+		out:       out,
+		log:       log,
+		start:     time.Now(),
+		pods:      map[types.UID]*podRecord{},
+		changed:   make(chan struct{}),
+		eventWake: make(chan struct{}, 1),
+	}
+	if err := os.MkdirAll(opts.stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	rt, err := processruntime.Open(processruntime.Options{
+		StateDir: filepath.Join(opts.stateDir, "runtime"),
+		BackOff:  opts.restartBackOff,
+		Logger:   log.WithName("runtime"),
+		OnEvent:  a.onRuntimeEvent,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.rt = rt
+	fail := func(err error) (*agent, error) {
+		rt.Close()
+		return nil, err
+	}
+
+	a.manifestDir = opts.manifests
+	if opts.demo() {
+		if err := a.preflightDemo(); err != nil {
+			return fail(err)
+		}
+		a.manifestDir = filepath.Join(opts.stateDir, "demo-manifests")
+		if err := writeDemoManifests(a.manifestDir); err != nil {
+			return fail(err)
+		}
+	}
+
+	a.workers, err = podworker.New[processruntime.PodStatus](rt, podworker.Options[processruntime.PodStatus]{
+		Status:  rt,
+		BackOff: time.Second,
+		Logger:  log.WithName("podworker"),
+	})
+	if err != nil {
+		return fail(err)
+	}
+	a.store = podmanager.New()
+	a.api = newFakeAPIServer(a.notify, a.say)
+	a.config, err = lifecycle.NewConfig(lifecycle.ConfigOptions{Recorder: lifecycle.RecorderFunc(a.onEvent), Logger: log.WithName("config")})
+	if err != nil {
+		return fail(err)
+	}
+	fit, err := lifecycle.NewResourceFitHandler(func() v1.ResourceList { return nodeAllocatable })
+	if err != nil {
+		return fail(err)
+	}
+	maxPods, err := lifecycle.NewMaxPodsHandler(int(nodeAllocatable.Pods().Value()))
+	if err != nil {
+		return fail(err)
+	}
+	a.handler, err = lifecycle.NewHandler(a.workers, a.store, lifecycle.Options{
+		AdmitHandlers: []lifecycle.PodAdmitHandler{lifecycle.PodAdmitHandlerFunc(admitRunnable), fit, maxPods},
+		OnReject:      a.onReject,
+		MirrorClient:  a.api,
+		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
+			return rt.RuntimePods(), nil
+		}),
+		Sources:              []string{mirror.ApiserverSource, mirror.FileSource},
+		RunWorkers:           a.workers.Run,
+		HousekeepingInterval: time.Second,
+		Recorder:             lifecycle.RecorderFunc(a.onEvent),
+		Logger:               log.WithName("lifecycle"),
+	})
+	if err != nil {
+		return fail(err)
+	}
+	a.manifests, err = lifecycle.NewManifestSource(a.manifestDir, lifecycle.ManifestOptions{
+		NodeName: opts.nodeName,
+		Interval: opts.manifestInterval,
+		Logger:   log.WithName("manifests"),
+		Recorder: lifecycle.RecorderFunc(a.onEvent),
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if opts.listen != "" {
+		if a.listener, err = net.Listen("tcp", opts.listen); err != nil {
+			return fail(fmt.Errorf("--listen %s: %w", opts.listen, err))
+		}
+	}
+	return a, nil
+}
+
+// admitRunnable rejects pods the process runtime cannot run.
+func admitRunnable(_ context.Context, attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
+	if err := processruntime.ValidatePod(attrs.Pod); err != nil {
+		return lifecycle.PodAdmitResult{Reason: "UnsupportedPod", Message: err.Error()}
+	}
+	return lifecycle.PodAdmitResult{Admit: true}
+}
+
+// run runs the agent until the demo ends, the node is idle (--until-idle)
+// or ctx ends (a signal), then shuts down cleanly: every pod is terminated
+// with its grace period, the sync loop and the workers stop, and the
+// summary is printed. It returns an error when the agent failed, when the
+// shutdown left pods running, or when processes of its pods survived.
+func (a *agent) run(ctx context.Context) error {
+	defer a.rt.Close()
+
+	transitions := make(chan podworker.Transition, 4096)
+	sub := a.workers.Subscribe(transitions)
+	printerDone := make(chan struct{})
+	go func() {
+		defer close(printerDone)
+		for tr := range transitions {
+			a.onTransition(tr)
+		}
+	}()
+	eventsStop, eventsDone := make(chan struct{}), make(chan struct{})
+	go a.eventLoop(eventsStop, eventsDone)
+
+	mainCtx, cancelMain := context.WithCancelCause(ctx)
+	defer cancelMain(nil)
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	runDone := make(chan error, 1)
+	go func() {
+		err := a.handler.Run(runCtx, a.config.Updates())
+		runDone <- err
+		cancelMain(fmt.Errorf("the sync loop stopped: %v", err))
+	}()
+
+	srcCtx, stopSources := context.WithCancel(context.Background())
+	defer stopSources()
+	var sources sync.WaitGroup
+	for _, src := range []func(context.Context, lifecycle.PodSink) error{a.api.Run, a.manifests.Run} {
+		sources.Add(1)
+		go func() {
+			defer sources.Done()
+			if err := src(srcCtx, a.config); err != nil {
+				cancelMain(fmt.Errorf("a config source failed: %w", err))
+			}
+		}()
+	}
+
+	var srv *http.Server
+	srvDone := make(chan struct{})
+	if a.listener != nil {
+		srv = &http.Server{Handler: a.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			defer close(srvDone)
+			if err := srv.Serve(a.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.log.Error(err, "The HTTP server stopped")
+			}
+		}()
+		a.say("serving /pods and /healthz on http://%s", a.listener.Addr())
+	}
+
+	var errs []error
+	var mainErr error
+	switch {
+	case a.opts.demo():
+		a.say("playing the demo (node %s, state in %s)", a.opts.nodeName, a.opts.stateDir)
+		mainErr = a.playDemo(mainCtx)
+	case a.opts.untilIdle:
+		a.say("running the pods of %s until they have all finished", a.manifestDir)
+		mainErr = a.waitUntil(mainCtx, a.idle)
+	default:
+		a.say("running the pods of %s until SIGINT or SIGTERM", a.manifestDir)
+		<-mainCtx.Done()
+	}
+	if cause := context.Cause(mainCtx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		errs = append(errs, cause)
+	} else if ctx.Err() != nil {
+		a.say("interrupted")
+	} else if mainErr != nil {
+		errs = append(errs, mainErr)
+	}
+
+	// Clean shutdown.
+	a.mu.Lock()
+	a.shuttingDown = true
+	a.mu.Unlock()
+	a.say("shutting down the node: every pod is terminated with its grace period (budget %v)", a.opts.shutdownGrace)
+	report, err := a.handler.ShutdownNode(context.Background(), lifecycle.ShutdownOptions{GracePeriod: a.opts.shutdownGrace})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("node shutdown: %w", err))
+	}
+	for _, p := range report.NotTerminated {
+		errs = append(errs, fmt.Errorf("pod %s was not terminated", p.FullName))
+	}
+	// A last housekeeping pass kills what no worker knows (leftovers of a
+	// previous run the sync loop has not reached yet).
+	if err := a.handler.Housekeeping(context.Background()); err != nil {
+		errs = append(errs, err)
+	}
+	if err := a.waitCleanedUp(5 * time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	stopSources()
+	sources.Wait()
+	close(eventsStop)
+	<-eventsDone
+	stopRun()
+	if err := <-runDone; err != nil {
+		errs = append(errs, err)
+	}
+	sub.Close()
+	close(transitions)
+	<-printerDone
+	if dropped := sub.Dropped(); dropped > 0 {
+		a.say("warning: %d transitions were not printed (the output fell behind)", dropped)
+	}
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+		<-srvDone
+	}
+	if err := a.checkNoProcessLeft(); err != nil {
+		errs = append(errs, err)
+	}
+	a.printSummary()
+	return errors.Join(errs...)
+}
+
+// waitCleanedUp waits, up to limit, for every pod worker to have finished
+// its cleanup and for the runtime to hold no pod any more (so state
+// directories are removed before the agent exits).
+func (a *agent) waitCleanedUp(limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	err := a.waitUntil(ctx, func() bool {
+		for _, info := range a.workers.Pods() {
+			if !info.Finished && !(info.RuntimeOnly && info.Stage >= podworker.StageTerminated) {
+				return false
+			}
+		}
+		return len(a.rt.RuntimePods()) == 0
+	})
+	if err != nil {
+		return fmt.Errorf("pods were not all cleaned up within %v: %d workers, runtime pods %v", limit, len(a.workers.Pods()), a.rt.RuntimePods())
+	}
+	return nil
+}
+
+// checkNoProcessLeft looks in the process table for processes of the
+// agent's pods.
+func (a *agent) checkNoProcessLeft() error {
+	a.mu.Lock()
+	ours := make(map[string]bool, len(a.pods))
+	for uid := range a.pods {
+		ours[string(uid)] = true
+	}
+	a.mu.Unlock()
+	left, err := processruntime.ScanProcesses(func(uid string) bool { return ours[uid] })
+	if err != nil {
+		return fmt.Errorf("checking for processes left behind: %w", err)
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("%d processes of the agent's pods still run, first pid %d (pod %s, container %s)", len(left), left[0].PID, left[0].PodUID, left[0].Container)
+	}
+	return nil
+}
+
+// idle reports whether the sources have spoken, every pod has finished (or
+// was rejected), and the runtime holds no pod config does not want (a
+// leftover of a previous run that housekeeping has yet to kill).
+func (a *agent) idle() bool {
+	if !a.handler.SourcesReady() {
+		return false
+	}
+	for _, rp := range a.rt.RuntimePods() {
+		if !a.inStore(rp.UID) {
+			return false
+		}
+	}
+	for _, info := range a.workers.Pods() {
+		if info.Stage < podworker.StageTerminated {
+			return false
+		}
+	}
+	for _, p := range a.store.GetPods() {
+		a.mu.Lock()
+		rec := a.pods[p.UID]
+		rejected := rec != nil && rec.rejected != nil
+		a.mu.Unlock()
+		if info, ok := a.workers.Pod(p.UID); !rejected && (!ok || info.Stage < podworker.StageTerminated) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitUntil blocks until cond holds or ctx ends (returning ctx's cause).
+// cond is checked after every change of the agent's records, and every
+// 200ms for what no record change signals (the sources becoming ready).
+func (a *agent) waitUntil(ctx context.Context, cond func() bool) error {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		a.mu.Lock()
+		ch := a.changed
+		a.mu.Unlock()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-tick.C:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// notify wakes waitUntil.
+func (a *agent) notify() {
+	a.mu.Lock()
+	a.notifyLocked()
+	a.mu.Unlock()
+}
+
+func (a *agent) notifyLocked() {
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+// recordLocked returns the record of uid, creating it.
+func (a *agent) recordLocked(uid types.UID) *podRecord {
+	rec := a.pods[uid]
+	if rec == nil {
+		rec = &podRecord{uid: uid, firstSeen: time.Now()}
+		a.pods[uid] = rec
+		a.order = append(a.order, uid)
+	}
+	return rec
+}
+
+// setPodLocked records the desired pod of rec.
+func (rec *podRecord) setPodLocked(pod *v1.Pod) {
+	if pod == nil {
+		return
+	}
+	rec.pod = pod
+	rec.name = pod.Namespace + "/" + pod.Name
+	rec.fullName = mirror.PodFullName(pod)
+	rec.static = mirror.IsStaticPod(pod)
+}
+
+// onRuntimeEvent records the runtime's view of the pod at once (so it is
+// there before the engine's next transition) and queues the event for the
+// event loop. It never blocks.
+func (a *agent) onRuntimeEvent(ev processruntime.Event) {
+	a.mu.Lock()
+	rec := a.recordLocked(ev.UID)
+	rec.runtime, rec.hasRuntime = ev.Status, true
+	if rec.name == "" {
+		rec.name = ev.Namespace + "/" + ev.Name
+	}
+	a.events = append(a.events, ev)
+	a.notifyLocked()
+	a.mu.Unlock()
+	select {
+	case a.eventWake <- struct{}{}:
+	default:
+	}
+}
+
+// eventLoop prints container events and, like the kubelet's PLEG, syncs a
+// pod again when one of its containers exited, so restarts and completion
+// are acted on at once rather than at the next resync. After stop it
+// prints what is queued and returns.
+func (a *agent) eventLoop(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		stopping := false
+		select {
+		case <-a.eventWake:
+		case <-stop:
+			stopping = true
+		}
+		a.mu.Lock()
+		evs := a.events
+		a.events = nil
+		a.mu.Unlock()
+		for _, ev := range evs {
+			a.printEvent(ev)
+			if ev.Type == processruntime.ContainerExited && !stopping {
+				if pod, ok := a.store.GetPodByUID(ev.UID); ok {
+					a.handler.HandlePodSyncs(context.Background(), []*v1.Pod{pod})
+				}
+			}
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+// onReject records and prints a pod admission rejected.
+func (a *agent) onReject(_ context.Context, pod *v1.Pod, status v1.PodStatus) {
+	a.mu.Lock()
+	rec := a.recordLocked(pod.UID)
+	rec.setPodLocked(pod)
+	rec.rejected = &status
+	a.notifyLocked()
+	a.mu.Unlock()
+	a.line(rec.name, fmt.Sprintf("%-36s %s: %s", "absent → rejected", status.Reason, status.Message))
+}
+
+// onEvent prints the events the lifecycle package records (an invalid
+// manifest, a mirror pod failure); admission rejections are printed by
+// onReject.
+func (a *agent) onEvent(_ runtime.Object, eventType, reason, messageFmt string, args ...any) {
+	if a.isRejection(reason) {
+		return
+	}
+	a.say("event %s %s: %s", eventType, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (a *agent) isRejection(reason string) bool {
+	switch reason {
+	case lifecycle.ReasonOutOfCPU, lifecycle.ReasonOutOfMemory, lifecycle.ReasonOutOfPods, lifecycle.ReasonNodeShutdown, "UnsupportedPod", lifecycle.ReasonUnexpectedAdmissionError:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,123 @@
+// Command nodeagent is a small node agent built on podkit that runs pods as
+// local processes. Run with no flags, it plays an embedded demo to its end:
+//
+//	go run ./examples/nodeagent
+//
+// Pods come from a fake API server (a long-running web pod, a job with an
+// init container, a pod that crashes twice and then succeeds under
+// restartPolicy OnFailure, a pod deleted while it runs that traps SIGTERM,
+// and a pod asking for more CPU than the node has, which admission
+// rejects) and from a static pod manifest, whose mirror pod the agent
+// creates in the fake API server. They flow through lifecycle.Handler
+// (admission, the config dispatcher, housekeeping) into
+// podworker.PodWorkers, whose hooks run the processruntime package. Every
+// lifecycle transition is printed as it happens, and a summary table at the
+// end; then the node shuts down cleanly: each pod is terminated with its
+// grace period and no process is left behind.
+//
+// With --manifests DIR it runs the static pods of DIR instead (the folder
+// is watched), until SIGINT or SIGTERM, or with --until-idle until they
+// have all finished. --listen ADDR serves /pods (every pod's window,
+// PodInfo and status, as JSON) and /healthz. Run with -h for every flag.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// run is the whole program: it parses args, runs the agent until it is
+// done or ctx ends, and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "nodeagent: %v\n", err)
+		return exitUsage
+	}
+	a, err := newAgent(opts, stdout, newLogger(stderr, opts.verbosity))
+	if err != nil {
+		fmt.Fprintf(stderr, "nodeagent: %v\n", err)
+		return exitFailed
+	}
+	if err := a.run(ctx); err != nil {
+		fmt.Fprintf(stderr, "nodeagent: %v\n", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// parseFlags parses and checks the command line. Usage errors are returned;
+// flag's own messages (and -h) go to stderr.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("nodeagent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	opts := options{demoTimeout: 45 * time.Second}
+	fs.StringVar(&opts.manifests, "manifests", "", "run the static pod manifests of this `directory` (watched) instead of the demo")
+	fs.StringVar(&opts.stateDir, "state-dir", filepath.Join(os.TempDir(), "podkit-nodeagent"), "`directory` for process records, logs and pod scratch space; a later run adopts or kills what an earlier one left")
+	fs.StringVar(&opts.nodeName, "node-name", "podkit-node", "the node's `name` (a DNS subdomain; static pods are named after it)")
+	fs.StringVar(&opts.listen, "listen", "", "serve /pods and /healthz over HTTP on this `address` (e.g. 127.0.0.1:8080)")
+	fs.BoolVar(&opts.untilIdle, "until-idle", false, "with --manifests: shut down once every pod has finished, instead of waiting for SIGINT or SIGTERM")
+	fs.DurationVar(&opts.shutdownGrace, "shutdown-grace", 30*time.Second, "how long the node shutdown may take in all")
+	fs.DurationVar(&opts.restartBackOff, "restart-backoff", time.Second, "delay before the second restart of a crashing container; it doubles with each restart (the kubelet uses 10s)")
+	fs.DurationVar(&opts.manifestInterval, "manifest-interval", 2*time.Second, "how often the manifest directory is read again")
+	fs.IntVar(&opts.verbosity, "v", 0, "log `level` on stderr: 0 logs errors only, 1 adds information, higher adds detail")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: nodeagent [flags]\n\nWith no flags, plays the embedded demo and exits. Flags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("unexpected argument %q (flags only; see -h)", fs.Arg(0))
+	}
+	if opts.manifests != "" {
+		if _, err := os.ReadDir(opts.manifests); err != nil {
+			return options{}, fmt.Errorf("--manifests: cannot read the directory: %w", err)
+		}
+	} else if opts.untilIdle {
+		return options{}, errors.New("--until-idle needs --manifests (the demo always ends by itself)")
+	}
+	if opts.stateDir == "" {
+		return options{}, errors.New("--state-dir must not be empty")
+	}
+	if errs := validation.IsDNS1123Subdomain(opts.nodeName); len(errs) > 0 {
+		return options{}, fmt.Errorf("--node-name %q: %s", opts.nodeName, strings.Join(errs, "; "))
+	}
+	for name, d := range map[string]time.Duration{"--shutdown-grace": opts.shutdownGrace, "--restart-backoff": opts.restartBackOff, "--manifest-interval": opts.manifestInterval} {
+		if d <= 0 {
+			return options{}, fmt.Errorf("%s must be positive, got %v", name, d)
+		}
+	}
+	if opts.verbosity < 0 {
+		return options{}, fmt.Errorf("-v must not be negative, got %d", opts.verbosity)
+	}
+	return opts, nil
+}

@@ -1,0 +1,247 @@
+package processruntime_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/podmanager"
+	"github.com/podkit/podkit/podworker"
+)
+
+// The environment variables that turn the test binary into a stand-in for
+// an earlier run of the agent (see TestMain).
+const (
+	envHelperStateDir = "PROCESSRUNTIME_TEST_AGENT_STATE"
+	envHelperUID      = "PROCESSRUNTIME_TEST_AGENT_UID"
+)
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(envHelperStateDir); dir != "" {
+		os.Exit(previousAgent(dir, types.UID(os.Getenv(envHelperUID))))
+	}
+	os.Exit(m.Run())
+}
+
+// restartPod is the pod the previous agent runs: a plain process, and a
+// shell that ignores SIGTERM with a child of its own.
+func restartPod(uid types.UID) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "survivor", Namespace: "test", UID: uid},
+		Spec: v1.PodSpec{
+			RestartPolicy: v1.RestartPolicyAlways,
+			Containers: []v1.Container{
+				{Name: "plain", Command: []string{"sleep", "300"}},
+				{Name: "stubborn", Command: []string{"sh", "-c", ignoresTerm}},
+			},
+		},
+	}
+}
+
+// previousAgent starts restartPod's containers, says "ready" and waits to
+// be killed, as an agent that crashes would.
+func previousAgent(dir string, uid types.UID) int {
+	started := make(chan struct{}, 2)
+	rt, err := processruntime.Open(processruntime.Options{StateDir: dir, OnEvent: func(ev processruntime.Event) {
+		if ev.Type == processruntime.ContainerStarted {
+			started <- struct{}{}
+		}
+	}})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	if _, err := rt.SyncPod(context.Background(), podworker.SyncPodCreate, restartPod(uid), nil, processruntime.PodStatus{}); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	<-started
+	<-started
+	fmt.Println("ready")
+	select {}
+}
+
+// crashAgent runs a previous agent on dir in a subprocess, waits until its
+// pod runs, and SIGKILLs it, leaving its processes orphaned. It returns
+// the containers' main processes found afterwards.
+func crashAgent(t *testing.T, dir string, uid types.UID) []processruntime.Process {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envHelperStateDir+"="+dir, envHelperUID+"="+string(uid))
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	// Whatever happens, leave no process behind.
+	t.Cleanup(func() {
+		for _, p := range processes(t, uid) {
+			_ = syscall.Kill(-p.PGID, syscall.SIGKILL)
+		}
+	})
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		ready <- line
+	}()
+	select {
+	case line := <-ready:
+		require.Equal(t, "ready\n", line, "the previous agent failed")
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the previous agent did not start its pod within 10s")
+	}
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	found := leaders(t, uid, -1)
+	if len(found) != 2 {
+		t.Fatalf("after the previous agent was killed, %d main processes of pod %s run instead of 2: %+v\n%s", len(found), uid, found, diagnose(dir, uid))
+	}
+	return found
+}
+
+// diagnose describes what the state directory recorded for uid's
+// containers and what /proc says of those processes.
+func diagnose(dir string, uid types.UID) string {
+	var b strings.Builder
+	files, _ := filepath.Glob(filepath.Join(dir, "pods", string(uid), "containers", "*.json"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		fmt.Fprintf(&b, "%s: %s\n", filepath.Base(f), data)
+		var rec struct{ PID int }
+		if json.Unmarshal(data, &rec) == nil && rec.PID > 0 {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", rec.PID))
+			fmt.Fprintf(&b, "  /proc/%d/stat: %q %v\n", rec.PID, stat, err)
+			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", rec.PID))
+			fmt.Fprintf(&b, "  /proc/%d/environ: %d bytes %v\n", rec.PID, len(env), err)
+		}
+	}
+	return b.String()
+}
+
+// leaders returns the main processes of uid's containers, requiring n
+// (unless n is negative).
+func leaders(t *testing.T, uid types.UID, n int) []processruntime.Process {
+	t.Helper()
+	var out []processruntime.Process
+	for _, p := range processes(t, uid) {
+		if p.Leader {
+			out = append(out, p)
+		}
+	}
+	if n >= 0 {
+		require.Len(t, out, n, "main processes of pod %s", uid)
+	}
+	return out
+}
+
+func TestOrphansOfACrashedAgentAreKilledByHousekeeping(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	uid := types.UID(fmt.Sprintf("orphan-%d", time.Now().UnixNano()))
+	crashAgent(t, dir, uid)
+
+	// The agent starts again on the same state directory. Config does not
+	// know the pod: housekeeping lists it from the runtime and has the
+	// workers kill it through SyncTerminatingRuntimePod.
+	rt := openRuntime(t, processruntime.Options{StateDir: dir})
+	require.Equal(t, []podworker.RuntimePod{{UID: uid, Namespace: "test", Name: "survivor"}}, rt.RuntimePods())
+	require.True(t, status(t, rt, uid).Running(), "the orphans were adopted")
+
+	workers, err := podworker.New[processruntime.PodStatus](rt, podworker.Options[processruntime.PodStatus]{Status: rt})
+	require.NoError(t, err)
+	h, err := lifecycle.NewHandler(workers, podmanager.New(), lifecycle.Options{
+		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
+			return rt.RuntimePods(), nil
+		}),
+		RunWorkers:           workers.Run,
+		HousekeepingInterval: 100 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx, make(chan lifecycle.PodUpdate)) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+
+	eventually(t, 10*time.Second, "the orphans are gone from the process table", func() bool { return len(processes(t, uid)) == 0 })
+	eventually(t, 5*time.Second, "the runtime forgot the pod", func() bool { return len(rt.RuntimePods()) == 0 })
+	assert.NoDirExists(t, rt.PodDir(uid))
+}
+
+func TestProcessesOfADesiredPodAreAdoptedNotStartedTwice(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	uid := types.UID(fmt.Sprintf("adopted-%d", time.Now().UnixNano()))
+	before := crashAgent(t, dir, uid)
+
+	ev := newEvents()
+	rt := openRuntime(t, processruntime.Options{StateDir: dir, OnEvent: ev.add})
+	pod := restartPod(uid)
+	for range 2 {
+		terminal, err := syncPod(rt, pod)
+		require.NoError(t, err)
+		require.False(t, terminal)
+	}
+	assert.ElementsMatch(t, before, leaders(t, uid, 2), "SyncPod started nothing: the running processes were adopted")
+	st := status(t, rt, uid)
+	for _, c := range st.Containers {
+		assert.Equal(t, processruntime.ContainerStateRunning, c.State, c.Name)
+		assert.Zero(t, c.RestartCount, c.Name)
+	}
+
+	start := time.Now()
+	require.NoError(t, rt.SyncTerminatingPod(context.Background(), pod, processruntime.PodStatus{}, 1, nil))
+	assert.Less(t, time.Since(start), 3*time.Second)
+	assert.Empty(t, processes(t, uid))
+	st = status(t, rt, uid)
+	for _, c := range st.Containers {
+		require.NotNil(t, c.Exit, c.Name)
+		assert.Equal(t, processruntime.ReasonStatusUnknown, c.Exit.Reason, "an adopted process's exit code cannot be known")
+	}
+	require.NoError(t, rt.SyncTerminatedPod(context.Background(), pod, processruntime.PodStatus{}))
+	require.NoError(t, rt.Close(), "the watchers of adopted processes have ended")
+}
+
+func TestAPodWhoseProcessesDiedWhileTheAgentWasDownIsRecordedExited(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	uid := types.UID(fmt.Sprintf("dead-%d", time.Now().UnixNano()))
+	for _, p := range crashAgent(t, dir, uid) {
+		require.NoError(t, syscall.Kill(-p.PGID, syscall.SIGKILL))
+	}
+	eventually(t, 5*time.Second, "the orphans died", func() bool { return len(processes(t, uid)) == 0 })
+
+	rt := openRuntime(t, processruntime.Options{StateDir: dir})
+	st := status(t, rt, uid)
+	require.Len(t, st.Containers, 2)
+	assert.False(t, st.Running())
+	for _, c := range st.Containers {
+		assert.Equal(t, processruntime.ContainerStateExited, c.State, c.Name)
+		assert.Equal(t, int32(137), c.Exit.Code)
+	}
+	// Under restartPolicy Always the desired pod is started again.
+	_, err := syncPod(rt, restartPod(uid))
+	require.NoError(t, err)
+	eventually(t, 5*time.Second, "restarted", func() bool { return status(t, rt, uid).Running() })
+	c, _ := status(t, rt, uid).Container("plain")
+	assert.Equal(t, int32(1), c.RestartCount)
+	terminate(t, rt, restartPod(uid), 1)
+	assert.Empty(t, processes(t, uid))
+}
