@@ -77,9 +77,16 @@ type Cloud struct {
 	rand        *rand.Rand
 	failureRate float64
 	pods        map[types.UID]*cloudPod
-	paused      map[types.UID]chan struct{}
-	calls       []Call
-	nextIP      int
+	paused      map[types.UID]*pause
+	// inject counts failures still to inject, by operation and pod.
+	inject map[injectKey]int
+	calls  []Call
+	nextIP int
+}
+
+type injectKey struct {
+	op  Op
+	uid types.UID
 }
 
 type cloudPod struct {
@@ -110,7 +117,8 @@ func New(opts Options) (*Cloud, error) {
 		rand:        rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
 		failureRate: opts.FailureRate,
 		pods:        map[types.UID]*cloudPod{},
-		paused:      map[types.UID]chan struct{}{},
+		paused:      map[types.UID]*pause{},
+		inject:      map[injectKey]int{},
 	}, nil
 }
 
@@ -122,29 +130,50 @@ func (c *Cloud) SetFailureRate(rate float64) {
 	c.failureRate = min(max(rate, 0), 1)
 }
 
-// Pause holds every later call for uid (and calls already waiting out
-// their latency) until the returned resume is called or the caller's ctx
-// ends: the remote API hangs for that pod. resume is idempotent.
-func (c *Cloud) Pause(uid types.UID) (resume func()) {
+// InjectError makes the next n calls of op for uid fail with
+// ErrUnavailable, whatever the failure rate (uid is empty for List).
+func (c *Cloud) InjectError(op Op, uid types.UID, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch, ok := c.paused[uid]
-	if !ok {
-		ch = make(chan struct{})
-		c.paused[uid] = ch
+	if n <= 0 {
+		delete(c.inject, injectKey{op, uid})
+		return
 	}
+	c.inject[injectKey{op, uid}] = n
+}
+
+// Pause holds the later calls of the given operations (all operations
+// when none is given) for uid, and those already waiting out their
+// latency, until the returned resume is called or the caller's ctx ends:
+// the remote API hangs for that pod. resume is idempotent. Pauses of one
+// pod do not nest: the newest replaces the previous one's operations.
+func (c *Cloud) Pause(uid types.UID, ops ...Op) (resume func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := &pause{ch: make(chan struct{}), ops: slices.Clone(ops)}
+	if old := c.paused[uid]; old != nil {
+		close(old.ch)
+	}
+	c.paused[uid] = p
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			if c.paused[uid] == ch {
+			if c.paused[uid] == p {
 				delete(c.paused, uid)
-				close(ch)
+				close(p.ch)
 			}
 		})
 	}
 }
+
+type pause struct {
+	ch  chan struct{}
+	ops []Op
+}
+
+func (p *pause) holds(op Op) bool { return len(p.ops) == 0 || slices.Contains(p.ops, op) }
 
 // call runs one API call: its latency, a pause, a failure draw, then op
 // under the lock. It records the call.
@@ -155,9 +184,15 @@ func (c *Cloud) call(ctx context.Context, rec Call, op func() error) error {
 		d = c.latency/2 + time.Duration(c.rand.Int64N(int64(c.latency)))
 	}
 	fail := c.failureRate > 0 && c.rand.Float64() < c.failureRate
+	if k := (injectKey{rec.Op, rec.UID}); c.inject[k] > 0 {
+		fail = true
+		if c.inject[k]--; c.inject[k] == 0 {
+			delete(c.inject, k)
+		}
+	}
 	c.mu.Unlock()
 
-	err := c.wait(ctx, rec.UID, d)
+	err := c.wait(ctx, rec.Op, rec.UID, d)
 	if err == nil && fail {
 		err = ErrUnavailable
 	}
@@ -171,7 +206,7 @@ func (c *Cloud) call(ctx context.Context, rec Call, op func() error) error {
 	return err
 }
 
-func (c *Cloud) wait(ctx context.Context, uid types.UID, d time.Duration) error {
+func (c *Cloud) wait(ctx context.Context, op Op, uid types.UID, d time.Duration) error {
 	if d > 0 {
 		t := c.clock.NewTimer(d)
 		defer t.Stop()
@@ -183,13 +218,13 @@ func (c *Cloud) wait(ctx context.Context, uid types.UID, d time.Duration) error 
 	}
 	for {
 		c.mu.Lock()
-		ch, paused := c.paused[uid]
+		p := c.paused[uid]
 		c.mu.Unlock()
-		if !paused {
+		if p == nil || !p.holds(op) {
 			return ctx.Err()
 		}
 		select {
-		case <-ch:
+		case <-p.ch:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -1,0 +1,87 @@
+// Package virtualkubelet is a virtual-kubelet provider built on podkit's
+// pod workers: a node.PodLifecycleHandler and node.PodNotifier (from
+// github.com/virtual-kubelet/virtual-kubelet v1.14.1) that runs pods on a
+// remote Backend and gives a provider author the kubelet's lifecycle
+// guarantees inside virtual-kubelet.
+//
+// # What it guarantees
+//
+//   - CreatePod, UpdatePod and DeletePod never block on the backend: each
+//     becomes one podworker.PodWorkers.UpdatePod call, and the backend is
+//     called from the pod's worker, one call at a time per pod, with the
+//     engine's retries and backoff. GetPod, GetPods and GetPodStatus
+//     answer from the provider's records, the engine and the backend.
+//   - Pods are keyed by UID. A pod re-created under the same name while the
+//     old one still stops is a different pod: both exist in the backend
+//     until the old one is released, and the old one's status is never
+//     written onto the new one.
+//   - Stopping and releasing are separate phases: Backend.Stop
+//     (SyncTerminatingPod, after which the final status is sent), then
+//     Backend.Remove (SyncTerminatedPod). A pod that finished on its own
+//     is released too, while its API object remains with its final status.
+//   - Grace periods only shorten: a deletion's grace applies, a shorter one
+//     (a later deletion, or the API object vanishing, which counts as 1
+//     second) cancels the stop in flight and reruns it, a longer one is
+//     ignored.
+//   - Orphans — backend pods no API pod owns — are stopped and removed
+//     with retries by a housekeeping loop (Backend must implement
+//     BackendLister); pods that survived a restart and still have their
+//     API object are adopted instead.
+//   - Statuses are pushed with NotifyPods; a final status is re-sent until
+//     the API server shows it.
+//
+// # Usage
+//
+// A provider author:
+//
+//  1. Implements Backend (Create, Stop, Remove, Status), and optionally
+//     BackendLister and BackendUpdater, over the remote API. Calls are keyed
+//     by UID and may block; they must honour ctx.
+//  2. Creates the provider with New, passing the pod lister virtual-kubelet
+//     hands providers (nodeutil.ProviderConfig.Pods) as Options.Pods.
+//  3. Runs Provider.Run in a goroutine for as long as the node runs, and
+//     gives the provider to virtual-kubelet's PodController (or nodeutil)
+//     as its PodLifecycleHandler.
+//  4. Lets other loops of the agent ask Provider.PodWorkers' window by UID
+//     (CouldHaveRunningContainers, ShouldPodContentBeRemoved, ...).
+//
+// The simcloud package is a Backend for tests and demos.
+//
+// # What virtual-kubelet's PodController does, and how the provider copes
+//
+//   - It keys everything by namespace/name (its known pods, its status
+//     notifications, GetPod). The provider keys by UID and keeps a
+//     name-to-current-UID index; it never notifies a pod whose API object
+//     is gone, since the controller would write that status onto a
+//     same-named successor.
+//   - It decides between CreatePod and UpdatePod by comparing the API pod
+//     with GetPod's answer by name. GetPod therefore hides pods whose
+//     deletion was requested, or a successor with an identical spec would
+//     never be created; and a CreatePod for a known UID is an update (the
+//     engine would read a repeated create as a restart request).
+//   - DeletePod gets the API pod while it exists (deletion timestamp set);
+//     once the API object is gone it gets GetPod's copy, without one. The
+//     provider reads "no deletion timestamp" as "the grace period is over".
+//   - It removes the API object itself, deletionGracePeriodSeconds after
+//     DeletePod, whether the provider has stopped the pod or not; and when
+//     the API status shows no running container it removes it at once
+//     without calling DeletePod. Workers are keyed by UID and outlive the
+//     API object, and housekeeping (SyncKnownPods with the pods the API
+//     server still has) catches a vanished pod that no DeletePod reported.
+//   - It drops a status notification it cannot place and gives up on a
+//     status write after 20 failures, and it ignores a repeated identical
+//     notification until its informer shows the API status differing. The
+//     provider re-sends final statuses until the lister shows them, which
+//     lets the controller's informer resync recover a dropped one.
+//   - It never syncs pods whose API phase is Succeeded or Failed, and stops
+//     writing statuses once the API phase is terminal: the first final
+//     status that lands is the one that stays.
+//
+// # Concurrency
+//
+// All methods of Provider are safe for concurrent use. Backend methods are
+// called from the engine's worker goroutines (and GetPods/GetPodStatus
+// from the caller's), concurrently for different UIDs. The NotifyPods
+// callback is called from Options.NotifyWorkers goroutines, never twice at
+// once for one pod.
+package virtualkubelet
