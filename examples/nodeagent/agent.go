@@ -75,13 +75,24 @@ type podRecord struct {
 	termReason string
 }
 
-// apiStatus is the pod's status as the kubelet would derive it.
+// apiStatus is the pod's status as the kubelet would derive it. A pod
+// known only from the runtime (left over from a previous run) is read
+// against a stand-in spec made of the containers the runtime has.
 func (r *podRecord) apiStatus() (v1.PodStatus, bool) {
 	switch {
 	case r.rejected != nil:
 		return *r.rejected, true
-	case r.pod == nil || !r.hasRuntime:
+	case !r.hasRuntime:
 		return v1.PodStatus{}, false
+	case r.pod == nil:
+		pod := &v1.Pod{}
+		for _, c := range r.runtime.InitContainers {
+			pod.Spec.InitContainers = append(pod.Spec.InitContainers, v1.Container{Name: c.Name})
+		}
+		for _, c := range r.runtime.Containers {
+			pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c.Name})
+		}
+		return processruntime.APIStatus(pod, r.runtime), true
 	}
 	return processruntime.APIStatus(r.pod, r.runtime), true
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -46,6 +47,9 @@ func (a *agent) onTransition(tr podworker.Transition) {
 	}
 	if rec.name == "" {
 		rec.name = tr.FullName
+		if name, ns, err := mirror.ParsePodFullName(tr.FullName); err == nil {
+			rec.name = ns + "/" + name
+		}
 	}
 	rec.stage = tr.To
 	rec.maxStage = max(rec.maxStage, tr.To)
