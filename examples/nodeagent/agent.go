@@ -38,6 +38,8 @@ type options struct {
 	verbosity        int
 	// demoTimeout bounds the demo script; past it the demo has stalled.
 	demoTimeout time.Duration
+	// runtimeOptions choose the container runtime (runtime_cri.go).
+	runtimeOptions
 }
 
 // demo reports whether the agent plays the embedded demo (no --manifests).

@@ -18,7 +18,10 @@
 // With --manifests DIR it runs the static pods of DIR instead (the folder
 // is watched), until SIGINT or SIGTERM, or with --until-idle until they
 // have all finished. --listen ADDR serves /pods (every pod's window,
-// PodInfo and status, as JSON) and /healthz. Run with -h for every flag.
+// PodInfo and status, as JSON) and /healthz. With --runtime cri (and
+// --cri-endpoint unix:///...) it runs the pods of --manifests in a CRI
+// runtime such as containerd instead (see examples/cri); their images must
+// already be on the node. Run with -h for every flag.
 package main
 
 import (
@@ -61,6 +64,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "nodeagent: %v\n", err)
 		return exitUsage
 	}
+	if opts.runtime == runtimeCRI {
+		return runCRI(ctx, opts, stdout, stderr)
+	}
 	a, err := newAgent(opts, stdout, newLogger(stderr, opts.verbosity))
 	if err != nil {
 		fmt.Fprintf(stderr, "nodeagent: %v\n", err)
@@ -88,6 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&opts.restartBackOff, "restart-backoff", time.Second, "delay before the second restart of a crashing container; it doubles with each restart (the kubelet uses 10s)")
 	fs.DurationVar(&opts.manifestInterval, "manifest-interval", 2*time.Second, "how often the manifest directory is read again")
 	fs.IntVar(&opts.verbosity, "v", 0, "log `level` on stderr: 0 logs errors only, 1 adds information, higher adds detail")
+	opts.runtimeOptions.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: nodeagent [flags]\n\nWith no flags, plays the embedded demo and exits. Flags:\n")
 		fs.PrintDefaults()
@@ -118,6 +125,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if opts.verbosity < 0 {
 		return options{}, fmt.Errorf("-v must not be negative, got %d", opts.verbosity)
+	}
+	if err := opts.runtimeOptions.validate(opts); err != nil {
+		return options{}, err
 	}
 	return opts, nil
 }

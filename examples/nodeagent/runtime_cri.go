@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/examples/cri"
+	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/mirror"
+	"github.com/podkit/podkit/podmanager"
+	"github.com/podkit/podkit/podworker"
+)
+
+// The container runtimes the agent can drive.
+const (
+	// runtimeProcess runs pods as local processes (processruntime).
+	runtimeProcess = "process"
+	// runtimeCRI runs pods in a CRI runtime such as containerd
+	// (examples/cri), over its unix socket.
+	runtimeCRI = "cri"
+)
+
+// criResync is how often a pod running in a CRI runtime is synced again.
+// The CRI syncer does not watch the runtime, so this is how soon a
+// container that exited is restarted, or a finished pod is noticed.
+const criResync = 2 * time.Second
+
+// runtimeOptions choose the container runtime, from the command line.
+type runtimeOptions struct {
+	runtime     string
+	criEndpoint string
+}
+
+// register adds --runtime and --cri-endpoint to fs.
+func (o *runtimeOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.runtime, "runtime", runtimeProcess, "the container `runtime`: process (pods as local processes) or cri (a CRI runtime such as containerd, at --cri-endpoint; needs --manifests, and the pods' images on the node)")
+	fs.StringVar(&o.criEndpoint, "cri-endpoint", "unix:///run/containerd/containerd.sock", "with --runtime cri: the CRI runtime's unix socket `endpoint`")
+}
+
+// validate checks the runtime flags against the others.
+func (o runtimeOptions) validate(opts options) error {
+	switch o.runtime {
+	case runtimeProcess:
+		return nil
+	case runtimeCRI:
+	default:
+		return fmt.Errorf("--runtime %q: want %s or %s", o.runtime, runtimeProcess, runtimeCRI)
+	}
+	switch {
+	case opts.demo():
+		return errors.New("--runtime cri needs --manifests: the demo's pods are local commands, and a CRI runtime runs images")
+	case opts.listen != "":
+		return errors.New("--listen is served with --runtime process only")
+	case !strings.HasPrefix(o.criEndpoint, "unix://") && !strings.HasPrefix(o.criEndpoint, "/"):
+		return fmt.Errorf("--cri-endpoint %q: want unix:///path/to/socket", o.criEndpoint)
+	}
+	return nil
+}
+
+// criAgent is the agent over a CRI runtime: the static pods of a manifest
+// directory flow through lifecycle.Handler into podworker.PodWorkers, whose
+// hooks are a cri.Syncer. It prints each pod's lifecycle transitions and
+// phase changes, and a summary at the end.
+type criAgent struct {
+	opts  options
+	out   io.Writer
+	log   logr.Logger
+	start time.Time
+
+	client    *cri.Client
+	syncer    *cri.Syncer
+	workers   *podworker.PodWorkers[*cri.PodStatus]
+	store     *podmanager.Manager
+	handler   *lifecycle.Handler
+	config    *lifecycle.Config
+	manifests *lifecycle.ManifestSource
+
+	// outMu keeps output lines whole.
+	outMu sync.Mutex
+	// mu guards statuses: each pod's last API status, from the syncer.
+	mu       sync.Mutex
+	statuses map[types.UID]criPodStatus
+}
+
+// criPodStatus is the last status the syncer reported for a pod.
+type criPodStatus struct {
+	name   string
+	status v1.PodStatus
+}
+
+// runCRI runs the agent over the CRI runtime at opts.criEndpoint until ctx
+// ends (a signal) or, with --until-idle, every pod has finished; then it
+// shuts the node down (every pod terminated with its grace period and
+// removed) and prints the summary. It returns the exit code.
+func runCRI(ctx context.Context, opts options, stdout, stderr io.Writer) int {
+	a := &criAgent{opts: opts, out: stdout, log: newLogger(stderr, opts.verbosity), start: time.Now(), statuses: map[types.UID]criPodStatus{}}
+	if err := a.run(ctx); err != nil {
+		fmt.Fprintf(stderr, "nodeagent: %v\n", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+func (a *criAgent) run(ctx context.Context) error {
+	var err error
+	if a.client, err = cri.Dial(a.opts.criEndpoint); err != nil {
+		return err
+	}
+	defer a.client.Close()
+	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	version, err := a.client.Version(vctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("the CRI runtime at %s does not answer: %w", a.opts.criEndpoint, err)
+	}
+	a.say("connected to %s %s (CRI %s) at %s", version.GetRuntimeName(), version.GetRuntimeVersion(), version.GetRuntimeApiVersion(), a.opts.criEndpoint)
+	if err := a.build(version.GetRuntimeName()); err != nil {
+		return err
+	}
+
+	transitions := make(chan podworker.Transition, 1024)
+	sub := a.workers.Subscribe(transitions)
+	printed := make(chan struct{})
+	go func() {
+		defer close(printed)
+		for tr := range transitions {
+			a.line(tr.Time, tr.FullName, tr.From.String()+" → "+tr.To.String())
+		}
+	}()
+
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	runDone := make(chan error, 1)
+	go func() { runDone <- a.handler.Run(runCtx, a.config.Updates()) }()
+	srcCtx, stopSource := context.WithCancel(context.Background())
+	defer stopSource()
+	srcDone := make(chan error, 1)
+	go func() { srcDone <- a.manifests.Run(srcCtx, a.config) }()
+
+	var errs []error
+	if a.opts.untilIdle {
+		a.say("running the pods of %s until they have all finished", a.opts.manifests)
+		if err := a.poll(ctx, a.idle); err != nil {
+			a.say("interrupted")
+		}
+	} else {
+		a.say("running the pods of %s until SIGINT or SIGTERM", a.opts.manifests)
+		<-ctx.Done()
+	}
+
+	a.say("shutting down the node: every pod is terminated with its grace period (budget %v)", a.opts.shutdownGrace)
+	report, err := a.handler.ShutdownNode(context.Background(), lifecycle.ShutdownOptions{GracePeriod: a.opts.shutdownGrace})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("node shutdown: %w", err))
+	}
+	for _, p := range report.NotTerminated {
+		errs = append(errs, fmt.Errorf("pod %s was not terminated", p.FullName))
+	}
+	if err := a.handler.Housekeeping(context.Background()); err != nil {
+		errs = append(errs, err)
+	}
+	cleanCtx, cancelClean := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := a.poll(cleanCtx, a.cleanedUp); err != nil {
+		pods, _ := a.syncer.ListRuntimePods(context.Background())
+		errs = append(errs, fmt.Errorf("pods were not all removed from the runtime within 10s: %v", pods))
+	}
+	cancelClean()
+	stopSource()
+	if err := <-srcDone; err != nil && !errors.Is(err, context.Canceled) {
+		errs = append(errs, err)
+	}
+	stopRun()
+	if err := <-runDone; err != nil {
+		errs = append(errs, err)
+	}
+	sub.Close()
+	close(transitions)
+	<-printed
+	a.printSummary()
+	return errors.Join(errs...)
+}
+
+// build wires the syncer, the engine, the handler and the manifest source.
+func (a *criAgent) build(runtimeName string) error {
+	var err error
+	a.syncer, err = cri.New(a.client, a.client, cri.Options{
+		Images:         a.client,
+		LogDirectory:   filepath.Join(a.opts.stateDir, "cri-logs"),
+		RuntimeName:    runtimeName,
+		RestartBackOff: a.opts.restartBackOff,
+		OnStatus:       a.onStatus,
+	})
+	if err != nil {
+		return err
+	}
+	a.workers, err = podworker.New[*cri.PodStatus](a.syncer, podworker.Options[*cri.PodStatus]{
+		Status:         a.syncer,
+		ResyncInterval: criResync,
+		BackOff:        time.Second,
+		Logger:         a.log.WithName("podworker"),
+	})
+	if err != nil {
+		return err
+	}
+	a.store = podmanager.New()
+	recorder := lifecycle.RecorderFunc(a.onEvent)
+	if a.config, err = lifecycle.NewConfig(lifecycle.ConfigOptions{Recorder: recorder, Logger: a.log.WithName("config")}); err != nil {
+		return err
+	}
+	a.handler, err = lifecycle.NewHandler(a.workers, a.store, lifecycle.Options{
+		RuntimePods: a.syncer,
+		Sources:     []string{mirror.FileSource},
+		RunWorkers:  a.workers.Run,
+		Recorder:    recorder,
+		Logger:      a.log.WithName("lifecycle"),
+	})
+	if err != nil {
+		return err
+	}
+	a.manifests, err = lifecycle.NewManifestSource(a.opts.manifests, lifecycle.ManifestOptions{
+		NodeName: a.opts.nodeName,
+		Interval: a.opts.manifestInterval,
+		Logger:   a.log.WithName("manifests"),
+		Recorder: recorder,
+	})
+	return err
+}
+
+// onStatus records the status the syncer derived for a pod and prints its
+// phase when it changed.
+func (a *criAgent) onStatus(pod *v1.Pod, status v1.PodStatus) {
+	a.mu.Lock()
+	prev, seen := a.statuses[pod.UID]
+	a.statuses[pod.UID] = criPodStatus{name: mirror.PodFullName(pod), status: status}
+	a.mu.Unlock()
+	if !seen || prev.status.Phase != status.Phase {
+		msg := "phase " + string(status.Phase)
+		if status.PodIP != "" {
+			msg += ", IP " + status.PodIP
+		}
+		a.line(time.Now(), mirror.PodFullName(pod), msg)
+	}
+}
+
+// onEvent prints the events the lifecycle package records.
+func (a *criAgent) onEvent(_ runtime.Object, eventType, reason, messageFmt string, args ...any) {
+	a.say("event %s %s: %s", eventType, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+// idle reports whether the manifests were read, every desired pod has
+// finished (its containers stopped for good), and the runtime holds no pod
+// the manifests do not want.
+func (a *criAgent) idle() bool {
+	if !a.handler.SourcesReady() {
+		return false
+	}
+	for _, info := range a.workers.Pods() {
+		if info.Stage < podworker.StageTerminated {
+			return false
+		}
+	}
+	for _, p := range a.store.GetPods() {
+		if info, ok := a.workers.Pod(p.UID); !ok || info.Stage < podworker.StageTerminated {
+			return false
+		}
+	}
+	pods, err := a.syncer.ListRuntimePods(context.Background())
+	if err != nil {
+		return false
+	}
+	for _, rp := range pods {
+		if _, ok := a.store.GetPodByUID(rp.UID); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanedUp reports whether every worker finished and the runtime holds
+// no pod of the agent.
+func (a *criAgent) cleanedUp() bool {
+	for _, info := range a.workers.Pods() {
+		if !info.Finished && !(info.RuntimeOnly && info.Stage >= podworker.StageTerminated) {
+			return false
+		}
+	}
+	pods, err := a.syncer.ListRuntimePods(context.Background())
+	return err == nil && len(pods) == 0
+}
+
+// poll checks cond every 100ms until it holds or ctx ends. The runtime is
+// another process: its state can only be read, not waited on.
+func (a *criAgent) poll(ctx context.Context, cond func() bool) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// say prints a line about the agent itself.
+func (a *criAgent) say(format string, args ...any) {
+	a.line(time.Now(), "", fmt.Sprintf(format, args...))
+}
+
+// line prints one line about pod (empty: the agent), stamped with the time
+// since the agent started.
+func (a *criAgent) line(t time.Time, pod, msg string) {
+	a.outMu.Lock()
+	defer a.outMu.Unlock()
+	elapsed := t.Sub(a.start).Seconds()
+	if pod == "" {
+		fmt.Fprintf(a.out, "%7.3fs  %s\n", elapsed, msg)
+		return
+	}
+	fmt.Fprintf(a.out, "%7.3fs  %-31s %s\n", elapsed, pod, msg)
+}
+
+// printSummary prints each pod's last status: phase and how each container
+// ended.
+func (a *criAgent) printSummary() {
+	a.mu.Lock()
+	pods := make([]criPodStatus, 0, len(a.statuses))
+	for _, s := range a.statuses {
+		pods = append(pods, s)
+	}
+	a.mu.Unlock()
+	slices.SortFunc(pods, func(x, y criPodStatus) int { return strings.Compare(x.name, y.name) })
+	a.say("summary: %d pod(s)", len(pods))
+	for _, p := range pods {
+		var parts []string
+		for _, cs := range append(slices.Clone(p.status.InitContainerStatuses), p.status.ContainerStatuses...) {
+			switch {
+			case cs.State.Terminated != nil:
+				parts = append(parts, fmt.Sprintf("%s exited %d (%d restarts)", cs.Name, cs.State.Terminated.ExitCode, cs.RestartCount))
+			case cs.State.Running != nil:
+				parts = append(parts, fmt.Sprintf("%s running (%d restarts)", cs.Name, cs.RestartCount))
+			case cs.State.Waiting != nil:
+				parts = append(parts, fmt.Sprintf("%s waiting: %s", cs.Name, cs.State.Waiting.Reason))
+			}
+		}
+		a.line(time.Now(), p.name, fmt.Sprintf("%s; %s", p.status.Phase, strings.Join(parts, ", ")))
+	}
+}

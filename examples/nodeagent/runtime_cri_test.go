@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/podkit/podkit/examples/internal/containerdtest"
+)
+
+func TestRuntimeFlagsValidate(t *testing.T) {
+	manifests := options{manifests: t.TempDir()}
+	for name, tc := range map[string]struct {
+		opts options
+		rt   runtimeOptions
+		want string
+	}{
+		"process":          {opts: options{}, rt: runtimeOptions{runtime: runtimeProcess}},
+		"cri":              {opts: manifests, rt: runtimeOptions{runtime: runtimeCRI, criEndpoint: "unix:///run/containerd/containerd.sock"}},
+		"cri, plain path":  {opts: manifests, rt: runtimeOptions{runtime: runtimeCRI, criEndpoint: "/run/containerd/containerd.sock"}},
+		"unknown runtime":  {opts: manifests, rt: runtimeOptions{runtime: "docker"}, want: `--runtime "docker": want process or cri`},
+		"cri without dir":  {opts: options{}, rt: runtimeOptions{runtime: runtimeCRI, criEndpoint: "unix:///x"}, want: "--runtime cri needs --manifests"},
+		"cri with listen":  {opts: options{manifests: "d", listen: ":8080"}, rt: runtimeOptions{runtime: runtimeCRI, criEndpoint: "unix:///x"}, want: "--listen"},
+		"cri, tcp address": {opts: manifests, rt: runtimeOptions{runtime: runtimeCRI, criEndpoint: "tcp://127.0.0.1:1"}, want: "want unix:///path/to/socket"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := tc.rt.validate(tc.opts)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// TestRunCRI runs the agent over a real containerd: two static pods (one
+// on the node's network, one on the CNI bridge, one with an init
+// container) run to completion, and the agent shuts down with nothing left
+// in the runtime.
+func TestRunCRI(t *testing.T) {
+	cd := containerdtest.Start(t)
+	dir := t.TempDir()
+	manifest := func(name, body string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(body), 0o644))
+	}
+	manifest("job", `apiVersion: v1
+kind: Pod
+metadata: {name: job, namespace: default}
+spec:
+  restartPolicy: Never
+  initContainers:
+  - {name: prepare, image: `+containerdtest.BusyboxImage+`, command: [sh, -c, "echo preparing"]}
+  containers:
+  - {name: work, image: `+containerdtest.BusyboxImage+`, command: [sh, -c, "echo working; exit 0"]}
+`)
+	manifest("hostjob", `apiVersion: v1
+kind: Pod
+metadata: {name: hostjob, namespace: default}
+spec:
+  hostNetwork: true
+  restartPolicy: OnFailure
+  containers:
+  - {name: work, image: `+containerdtest.BusyboxImage+`, command: ["true"]}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := run(ctx, []string{"--runtime", "cri", "--cri-endpoint", cd.Endpoint, "--manifests", dir, "--until-idle",
+		"--state-dir", t.TempDir(), "--node-name", "cri-node", "--manifest-interval", "1s", "--shutdown-grace", "10s"}, &stdout, &stderr)
+	t.Logf("TIMING nodeagent --runtime cri, two static pods run to completion and the node shut down: %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("stdout:\n%s", stdout.String())
+	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
+	out := stdout.String()
+	assert.Contains(t, out, "connected to containerd")
+	for _, pod := range []string{"job-cri-node_default", "hostjob-cri-node_default"} {
+		assert.Contains(t, out, pod+" ")
+		assert.Regexp(t, pod+` +Succeeded;`, out, "summary of %s", pod)
+	}
+	assert.Contains(t, out, "prepare exited 0")
+	assert.True(t, strings.Contains(out, "terminated → finished"), "the pods were cleaned up")
+
+	pods, err := cd.Client.ListPodSandbox(ctx, nil)
+	require.NoError(t, err)
+	assert.Empty(t, pods, "nothing left in the runtime")
+}
+
+func TestRunCRIFlagsAndUnreachableRuntime(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--runtime", "cri"}, &stdout, &stderr)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr.String(), "--runtime cri needs --manifests")
+
+	stderr.Reset()
+	code = run(context.Background(), []string{"--runtime", "containerd", "--manifests", t.TempDir()}, &stdout, &stderr)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr.String(), `--runtime "containerd": want process or cri`)
+
+	stderr.Reset()
+	sock := filepath.Join(t.TempDir(), "nobody-listens.sock")
+	code = run(context.Background(), []string{"--runtime", "cri", "--cri-endpoint", "unix://" + sock, "--manifests", t.TempDir(), "--state-dir", t.TempDir()}, &stdout, &stderr)
+	assert.Equal(t, exitFailed, code)
+	assert.Contains(t, stderr.String(), "the CRI runtime at unix://"+sock+" does not answer")
+}
