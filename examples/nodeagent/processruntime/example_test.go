@@ -1,0 +1,77 @@
+package processruntime_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+	"github.com/podkit/podkit/podworker"
+)
+
+// A pod run through the pod workers: it is started, finishes on its own
+// (restartPolicy Never), is stopped and cleaned up, and its API status is
+// read from the runtime's final view of it.
+func ExampleRuntime() {
+	dir, _ := os.MkdirTemp("", "processruntime")
+	defer os.RemoveAll(dir)
+
+	// Like the kubelet's PLEG: a container that exits gets its pod synced
+	// again at once (here through a channel, as OnEvent must not block).
+	exited := make(chan struct{}, 16)
+	stopped := make(chan processruntime.PodStatus, 1)
+	rt, err := processruntime.Open(processruntime.Options{
+		StateDir: dir,
+		OnEvent: func(ev processruntime.Event) {
+			switch ev.Type {
+			case processruntime.ContainerExited:
+				exited <- struct{}{}
+			case processruntime.PodStopped:
+				stopped <- ev.Status
+			}
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rt.Close()
+	workers, _ := podworker.New[processruntime.PodStatus](rt, podworker.Options[processruntime.PodStatus]{Status: rt})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- workers.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default", UID: "hello-uid"},
+		Spec: v1.PodSpec{
+			RestartPolicy: v1.RestartPolicyNever,
+			Containers:    []v1.Container{{Name: "greet", Command: []string{"sh", "-c", "echo hello from a pod"}}},
+		},
+	}
+	_ = workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod})
+
+	// SyncPod reports the pod terminal once its container has exited; the
+	// workers then stop it, and the runtime announces its final status.
+	var final processruntime.PodStatus
+	var log []byte
+	for waiting := true; waiting; {
+		select {
+		case <-exited:
+			// Read the log now: the pod's directory goes with its cleanup.
+			log, _ = os.ReadFile(rt.LogPath(pod.UID, "greet"))
+			_ = workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodSync, Pod: pod})
+		case final = <-stopped:
+			waiting = false
+		}
+	}
+	fmt.Print(string(log))
+	status := processruntime.APIStatus(pod, final)
+	fmt.Println(status.Phase, status.ContainerStatuses[0].State.Terminated.Reason)
+	// Output:
+	// hello from a pod
+	// Succeeded Completed
+}

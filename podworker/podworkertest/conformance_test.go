@@ -1,0 +1,303 @@
+package podworkertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/podworker"
+)
+
+// simRuntime is an in-memory runtime for testing the conformance suite:
+// each container is a goroutine-free record whose behaviour comes from its
+// command ("long" exits on SIGTERM, "stubborn" only on SIGKILL, "succeed"
+// exits 0 at once). flaws turn it into a runtime that breaks one rule.
+type simRuntime struct {
+	flaws simFlaws
+
+	mu   sync.Mutex
+	seq  int
+	pods map[types.UID]*simPod
+}
+
+type simFlaws struct {
+	restartOnSync      bool // SyncPod restarts running containers
+	killAtOnce         bool // SyncTerminatingPod ignores the grace period
+	leaveOneRunning    bool // SyncTerminatingPod returns nil with a container running
+	forgetOnTerminated bool // SyncTerminatedPod drops running containers without stopping them
+	keepAfterCleanup   bool // a restarted UID sees its previous life's exited containers
+	neverTerminal      bool // SyncPod never reports terminal
+}
+
+type simPod struct {
+	running  map[string]string // container -> instance ID
+	exited   map[string]bool
+	policy   v1.RestartPolicy
+	behavior map[string]string
+	// orphans are containers the runtime lost track of but which still
+	// run (forgetOnTerminated).
+	orphans map[string]string
+}
+
+var _ podworker.RuntimePodSyncer = (*simRuntime)(nil)
+
+func newSimRuntime(f simFlaws) *simRuntime {
+	return &simRuntime{flaws: f, pods: map[types.UID]*simPod{}}
+}
+
+func (r *simRuntime) podLocked(pod *v1.Pod) *simPod {
+	p := r.pods[pod.UID]
+	if p == nil {
+		p = &simPod{running: map[string]string{}, exited: map[string]bool{}, behavior: map[string]string{}, orphans: map[string]string{}}
+		r.pods[pod.UID] = p
+	}
+	p.policy = pod.Spec.RestartPolicy
+	for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		p.behavior[c.Name] = c.Command[0]
+	}
+	return p
+}
+
+func (r *simRuntime) startLocked(p *simPod, name string) {
+	if p.behavior[name] == "succeed" {
+		p.exited[name] = true
+		return
+	}
+	r.seq++
+	p.running[name] = fmt.Sprintf("instance-%d", r.seq)
+}
+
+func (r *simRuntime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v1.Pod, _ struct{}) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.podLocked(pod)
+	for _, c := range pod.Spec.InitContainers {
+		if !p.exited[c.Name] {
+			r.startLocked(p, c.Name)
+			return false, nil
+		}
+	}
+	done := true
+	for _, c := range pod.Spec.Containers {
+		_, running := p.running[c.Name]
+		switch {
+		case running && r.flaws.restartOnSync:
+			r.startLocked(p, c.Name)
+			done = false
+		case running:
+			done = false
+		case !p.exited[c.Name]:
+			r.startLocked(p, c.Name)
+			done = done && p.exited[c.Name]
+		}
+	}
+	return done && p.policy == v1.RestartPolicyNever && !r.flaws.neverTerminal, nil
+}
+
+func (r *simRuntime) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ struct{}, grace int64, _ func(*v1.PodStatus)) error {
+	return r.stop(ctx, pod.UID, time.Duration(grace)*time.Second)
+}
+
+func (r *simRuntime) stop(ctx context.Context, uid types.UID, grace time.Duration) error {
+	r.mu.Lock()
+	p := r.pods[uid]
+	if p == nil {
+		r.mu.Unlock()
+		return nil
+	}
+	// SIGTERM: the containers that honour it exit.
+	stubborn := false
+	spared := ""
+	for name := range p.running {
+		if r.flaws.leaveOneRunning && spared == "" {
+			spared = name
+			continue
+		}
+		if p.behavior[name] == "stubborn" {
+			stubborn = true
+		} else {
+			delete(p.running, name)
+			p.exited[name] = true
+		}
+	}
+	r.mu.Unlock()
+	if stubborn && !r.flaws.killAtOnce {
+		t := time.NewTimer(grace)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name := range p.running {
+		if name == spared {
+			continue
+		}
+		delete(p.running, name)
+		p.exited[name] = true
+	}
+	return nil
+}
+
+func (r *simRuntime) SyncTerminatedPod(_ context.Context, pod *v1.Pod, _ struct{}) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.pods[pod.UID]
+	if p == nil {
+		return nil
+	}
+	if len(p.running) > 0 {
+		if !r.flaws.forgetOnTerminated {
+			return errors.New("still running")
+		}
+		for name, id := range p.running {
+			p.orphans[name] = id
+		}
+	}
+	if r.flaws.keepAfterCleanup {
+		return nil
+	}
+	if len(p.orphans) > 0 {
+		r.pods[pod.UID] = &simPod{running: map[string]string{}, exited: map[string]bool{}, behavior: map[string]string{}, orphans: p.orphans}
+		return nil
+	}
+	delete(r.pods, pod.UID)
+	return nil
+}
+
+func (r *simRuntime) SyncTerminatingRuntimePod(ctx context.Context, rp podworker.RuntimePod) error {
+	return r.stop(ctx, rp.UID, time.Second)
+}
+
+// Running is the probe: what runs, including containers the runtime lost.
+func (r *simRuntime) Running(_ context.Context, uid types.UID) (map[string]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]string{}
+	if p := r.pods[uid]; p != nil {
+		for name, id := range p.running {
+			out[name] = id
+		}
+		for name, id := range p.orphans {
+			out[name] = id
+		}
+	}
+	return out, nil
+}
+
+func simTarget(f simFlaws) ConformanceTarget[struct{}] {
+	rt := newSimRuntime(f)
+	return ConformanceTarget[struct{}]{
+		Syncer: rt,
+		Probe:  rt,
+		Containers: ConformanceContainers{
+			LongRunning: v1.Container{Command: []string{"long"}},
+			IgnoresTerm: v1.Container{Command: []string{"stubborn"}},
+			Succeeds:    v1.Container{Command: []string{"succeed"}},
+		},
+		StartTimeout: time.Second,
+		Parallel:     true,
+	}
+}
+
+func TestRunConformancePassesAConformingRuntime(t *testing.T) {
+	RunConformance(t, func(*testing.T) ConformanceTarget[struct{}] { return simTarget(simFlaws{}) })
+}
+
+// recorder is a testing.TB that records failures instead of reporting
+// them, so a check can be run against a runtime that must fail it. Its
+// cleanups run with the real test's.
+type recorder struct {
+	testing.TB
+	mu       sync.Mutex
+	failures []string
+}
+
+func (r *recorder) fail(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failures = append(r.failures, msg)
+}
+func (r *recorder) Errorf(format string, args ...any) { r.fail(fmt.Sprintf(format, args...)) }
+func (r *recorder) Error(args ...any)                 { r.fail(fmt.Sprint(args...)) }
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.fail(fmt.Sprintf(format, args...))
+	runtime.Goexit()
+}
+func (r *recorder) Fatal(args ...any) { r.fail(fmt.Sprint(args...)); runtime.Goexit() }
+func (r *recorder) FailNow()          { r.fail("FailNow"); runtime.Goexit() }
+func (r *recorder) Fail()             { r.fail("Fail") }
+func (r *recorder) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.failures) > 0
+}
+func (r *recorder) Skip(args ...any) { runtime.Goexit() }
+
+func (r *recorder) text() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.failures, "; ")
+}
+
+func TestRunConformanceCatchesBrokenRuntimes(t *testing.T) {
+	checks := map[string]func(*conformance[struct{}]){}
+	for _, c := range conformanceChecks[struct{}]() {
+		checks[c.name] = c.run
+	}
+	cases := []struct {
+		flaws simFlaws
+		check string
+		want  string
+	}{
+		{simFlaws{restartOnSync: true}, "SyncPodIsIdempotent", "changed the running containers"},
+		{simFlaws{neverTerminal: true}, "SyncPodReportsTerminal", "never reported terminal"},
+		{simFlaws{killAtOnce: true}, "SyncTerminatingPodRespectsGracePeriod", "was killed before its 2s grace period"},
+		{simFlaws{leaveOneRunning: true}, "SyncTerminatingPodStopsEverything", "still run"},
+		{simFlaws{leaveOneRunning: true}, "SyncTerminatingRuntimePod", "still run"},
+		{simFlaws{forgetOnTerminated: true}, "SyncTerminatedPodBeforeTerminationLeaksNothing", "still run"},
+		{simFlaws{keepAfterCleanup: true}, "RestartedUIDStartsClean", "did not run its container again"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.check, func(t *testing.T) {
+			t.Parallel()
+			rec := &recorder{TB: t}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				runCheck[struct{}](rec, simTarget(tc.flaws), checks[tc.check])
+			}()
+			<-done
+			if !strings.Contains(rec.text(), tc.want) {
+				t.Fatalf("check %s on a runtime with %+v: want a failure containing %q, got %q", tc.check, tc.flaws, tc.want, rec.text())
+			}
+		})
+	}
+}
+
+func TestRunConformanceRejectsAnIncompleteTarget(t *testing.T) {
+	for name, target := range map[string]ConformanceTarget[struct{}]{
+		"no syncer":     {Probe: newSimRuntime(simFlaws{}), Containers: simTarget(simFlaws{}).Containers},
+		"no probe":      {Syncer: newSimRuntime(simFlaws{}), Containers: simTarget(simFlaws{}).Containers},
+		"no containers": {Syncer: newSimRuntime(simFlaws{}), Probe: newSimRuntime(simFlaws{})},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := newConformance(t, target); err == nil {
+				t.Fatal("an incomplete target was accepted")
+			}
+		})
+	}
+}
