@@ -164,7 +164,7 @@ func (e *env) exit(t *testing.T, uid types.UID, name string, code int32, ranFor 
 	c.FinishedAt = c.StartedAt + int64(ranFor)
 }
 
-// calls returns the fake's calls that change something, in order.
+// actions returns the fake's calls that change something, in order.
 func (e *env) actions() []string {
 	var out []string
 	for _, c := range e.rt.GetCalls() {
