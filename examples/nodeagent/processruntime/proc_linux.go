@@ -170,6 +170,7 @@ func waitExitedNoReap(pid int) error {
 // EnvPodUID). Scanning for them needs no bookkeeping, so it shows what the
 // operating system runs, whatever the runtime believes.
 type Process struct {
+	// PID is the process's ID; PGID its process group's.
 	PID, PGID int
 	// PodUID and Container come from the process's environment; a process
 	// the container started inherits them unless it cleared its environment.

@@ -29,11 +29,15 @@ func waitExitedNoReap(int) error              { return errUnsupportedOS }
 
 // Process is a process of a pod found in the process table (Linux only).
 type Process struct {
-	PID, PGID  int
-	PodUID     string
-	Container  string
+	// PID is the process's ID; PGID its process group's.
+	PID, PGID int
+	// PodUID and Container come from the process's environment.
+	PodUID    string
+	Container string
+	// StartTicks is the process's start time in clock ticks since boot.
 	StartTicks uint64
-	Leader     bool
+	// Leader is true for the container's main process.
+	Leader bool
 }
 
 // ScanProcesses returns an error: it needs Linux's /proc.

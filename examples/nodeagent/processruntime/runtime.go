@@ -114,7 +114,9 @@ func (t EventType) String() string {
 
 // Event is a change the runtime observed in a pod.
 type Event struct {
-	Type      EventType
+	// Type is what happened.
+	Type EventType
+	// UID, Namespace and Name identify the pod.
 	UID       types.UID
 	Namespace string
 	Name      string
@@ -287,7 +289,7 @@ func Open(opts Options) (*Runtime, error) {
 		r.lock.Close()
 		return nil, fmt.Errorf("processruntime: %w", err)
 	}
-	r.recover()
+	r.recoverState()
 	return r, nil
 }
 
@@ -307,10 +309,10 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// recover loads the state directory: adopts live processes, records the
+// recoverState loads the state directory: adopts live processes, records the
 // others as exited with an unknown code, and kills what dead containers
 // left behind.
-func (r *Runtime) recover() {
+func (r *Runtime) recoverState() {
 	loaded, errs := loadState(r.podsDir)
 	for _, err := range errs {
 		r.log.Error(err, "Damaged state; its pod is kept for housekeeping to remove")

@@ -14,12 +14,13 @@ import (
 type ContainerState string
 
 const (
-	// ContainerStateWaiting: no process was started yet in this life of the pod,
-	// or the last exit awaits a restart.
+	// ContainerStateWaiting: no process was started yet in this life of
+	// the pod.
 	ContainerStateWaiting ContainerState = "Waiting"
 	// ContainerStateRunning: the container's process runs.
 	ContainerStateRunning ContainerState = "Running"
-	// ContainerStateExited: the process ended and has not been restarted.
+	// ContainerStateExited: the process ended and has not been restarted
+	// (yet: ContainerStatus.BackOffUntil says when it may be).
 	ContainerStateExited ContainerState = "Exited"
 )
 
@@ -64,8 +65,11 @@ type ExitStatus struct {
 
 // ContainerStatus is one container as the runtime sees it.
 type ContainerStatus struct {
-	Name  string
+	// Name is the container's name in the pod spec.
+	Name string
+	// Image is the spec's image, recorded only.
 	Image string
+	// State is where the container's process stands.
 	State ContainerState
 	// ID names the current run ("process://<pid>.<start ticks>"): it
 	// changes with every start. Empty before the first start.
@@ -89,6 +93,7 @@ type ContainerStatus struct {
 // runtime's PodSyncer. The zero value is a pod the runtime knows nothing
 // of, which has nothing running.
 type PodStatus struct {
+	// UID, Namespace and Name identify the pod.
 	UID       types.UID
 	Namespace string
 	Name      string
