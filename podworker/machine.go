@@ -401,7 +401,17 @@ func (m *machine) begin(r *record) (w work, ok bool) {
 	}
 	from := r.stage()
 	u := r.pending
-	if !r.has(fStarted) && !(u.pod == nil && r.has(fTermRequested)) {
+	runtimeKill := u.pod == nil && r.has(fTermRequested)
+	if !runtimeKill && !r.has(fStarted) && !r.has(fStatic) && r.has(fObservedRuntime) && r.has(fTermRequested) && isStaticPod(u.pod) {
+		// The runtime showed this UID's containers before config showed
+		// its static pod, and it is being killed. The pod must not start:
+		// its full name may belong to another static pod. Stop its
+		// containers the way an orphan's are stopped instead, so none leaks.
+		runtimeKill = true
+		u.runningPod = &RuntimePod{UID: r.uid, Name: u.pod.Name, Namespace: u.pod.Namespace}
+		u.pod = nil
+	}
+	if !r.has(fStarted) && !runtimeKill {
 		allow, never := m.allowStart(r)
 		if never {
 			m.cleanupUnstarted(r)
