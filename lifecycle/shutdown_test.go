@@ -77,6 +77,9 @@ func TestShutdownNodeOrdering(t *testing.T) {
 		gate.Release()
 		res := <-done
 		require.NoError(t, res.err)
+		// ShutdownNode returns once containers are stopped; the cleanup
+		// hooks run right after.
+		synctest.Wait()
 		assert.Equal(t, []string{"batch_default", "web_default", "cni_default", "dns_default"}, names(res.report.Terminated))
 		assert.Empty(t, res.report.NotTerminated)
 		assert.Equal(t, "sync:create kill(17) terminated", e.trace("c1"), "critical pods get what is left: 20s - 3s")
