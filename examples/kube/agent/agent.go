@@ -1,0 +1,327 @@
+// Package agent is podkit-agent: a node agent that registers a Node in a
+// real Kubernetes cluster and runs the pods bound to it as local processes.
+//
+// It wires podkit's pieces to the API server through package kube:
+//
+//	API server ── kube.APISource ──┐
+//	manifest dir ─ ManifestSource ─┴─> lifecycle.Config ─> lifecycle.Handler ─> podworker.PodWorkers
+//	                                                          │ housekeeping        │ hooks
+//	                                           mirror.Client ─┘ (mirror pods)       └─> kube.WrapSyncer ─> processruntime.Runtime
+//	                                                                                        │ statuses
+//	API server <── kube.StatusWriter (status subresource, final deletes) <──────────────────┘
+//
+// plus a kube.NodeHeartbeat that keeps the Node Ready. The processes
+// outlive the agent: a new Agent on the same state directory adopts them,
+// so an agent restart neither restarts running pods nor re-runs finished
+// ones.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/mirror"
+	"github.com/podkit/podkit/podmanager"
+	"github.com/podkit/podkit/podworker"
+)
+
+// Config configures an Agent. Client, NodeName and StateDir are required;
+// every other field has a default.
+type Config struct {
+	// Client talks to the API server. With a node identity
+	// (system:node:<NodeName>, group system:nodes) the agent needs no
+	// other rights than a kubelet has under the Node authorizer and the
+	// NodeRestriction admission plugin.
+	Client kubernetes.Interface
+	// NodeName is the name of the Node the agent registers and runs pods
+	// for.
+	NodeName string
+	// StateDir is where the process runtime keeps its records and logs.
+	// Keep it across restarts: it is how a restarted agent finds its
+	// processes. Only one agent at a time may use it.
+	StateDir string
+	// ManifestDir, when set, is a directory of static pod manifests; each
+	// gets a mirror pod in the API server. Defaults to none.
+	ManifestDir string
+	// ManifestInterval is how often ManifestDir is read. Defaults to
+	// lifecycle.DefaultManifestInterval.
+	ManifestInterval time.Duration
+	// HousekeepingInterval is how often housekeeping runs (orphans, mirror
+	// pods). Defaults to lifecycle.DefaultHousekeepingInterval.
+	HousekeepingInterval time.Duration
+	// ResyncInterval is how often a running pod is synced again when
+	// nothing happened. Defaults to the pod workers' default.
+	ResyncInterval time.Duration
+	// HeartbeatInterval is how often the Node's Ready condition and Lease
+	// are renewed. Defaults to 10 seconds; negative disables the
+	// heartbeat.
+	HeartbeatInterval time.Duration
+	// RestartBackOff is the process runtime's first restart backoff for a
+	// container that keeps exiting. Defaults to the runtime's.
+	RestartBackOff time.Duration
+	// Logger receives the agent's logs. Defaults to discarding them.
+	Logger logr.Logger
+}
+
+// Agent is one run of podkit-agent. Create it with New, run it with Run.
+type Agent struct {
+	cfg Config
+
+	// built is closed once Run has built the pod workers; stopped once
+	// Run has returned.
+	built, stopped chan struct{}
+
+	mu sync.Mutex
+	// workers is set when built is closed.
+	workers *podworker.PodWorkers[processruntime.PodStatus]
+	ran     bool
+}
+
+// New checks cfg and returns an Agent. It starts nothing and contacts
+// nothing.
+func New(cfg Config) (*Agent, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("agent: Config.Client is required")
+	case cfg.NodeName == "":
+		return nil, errors.New("agent: Config.NodeName is required")
+	case cfg.StateDir == "":
+		return nil, errors.New("agent: Config.StateDir is required")
+	}
+	return &Agent{cfg: cfg, built: make(chan struct{}), stopped: make(chan struct{})}, nil
+}
+
+// Workers waits until Run has built the agent's pod workers and returns
+// them, for inspection: their window, snapshots and WaitFor say where each
+// pod stands. After Run has returned they still answer, from the state at
+// shutdown. It returns ctx.Err() when ctx ends first, and an error when
+// Run returned without building them.
+func (a *Agent) Workers(ctx context.Context) (*podworker.PodWorkers[processruntime.PodStatus], error) {
+	select {
+	case <-a.built:
+	case <-a.stopped:
+		select {
+		case <-a.built:
+		default:
+			return nil, errors.New("agent: Run returned before the pod workers were built")
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.workers, nil
+}
+
+// ReasonUnsupportedPod is the admission rejection reason of a pod the
+// process runtime cannot run (processruntime.ValidatePod says why).
+const ReasonUnsupportedPod = "UnsupportedPod"
+
+// admitRunnable rejects pods the process runtime cannot run, so they fail
+// at once with the reason in their status instead of retrying forever.
+var admitRunnable = lifecycle.PodAdmitHandlerFunc(func(_ context.Context, attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
+	if err := processruntime.ValidatePod(attrs.Pod); err != nil {
+		return lifecycle.PodAdmitResult{Reason: ReasonUnsupportedPod, Message: err.Error()}
+	}
+	return lifecycle.PodAdmitResult{Admit: true}
+})
+
+// NodeObject returns the Node an agent registers for nodeName: the
+// well-known hostname, OS and architecture labels, a Hostname address, and
+// the machine's CPUs and a pod count as capacity, so a scheduler can place
+// pods on it.
+func NodeObject(nodeName string) *v1.Node {
+	capacity := v1.ResourceList{
+		v1.ResourceCPU:  *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		v1.ResourcePods: *resource.NewQuantity(110, resource.DecimalSI),
+	}
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: nodeName,
+			Labels: map[string]string{
+				v1.LabelHostname:   nodeName,
+				v1.LabelOSStable:   runtime.GOOS,
+				v1.LabelArchStable: runtime.GOARCH,
+			},
+		},
+		Status: v1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity.DeepCopy(),
+			Addresses:   []v1.NodeAddress{{Type: v1.NodeHostName, Address: nodeName}},
+			NodeInfo:    v1.NodeSystemInfo{OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH, KubeletVersion: "podkit"},
+		},
+	}
+}
+
+// Run registers (or reuses) the Node and runs the agent until ctx ends. It
+// returns nil after a clean shutdown: every hook has returned and the
+// process runtime is closed. The pods' processes keep running; a later
+// Agent on the same StateDir adopts them. It returns an error when the Node
+// cannot be registered, the state directory cannot be opened, or a part of
+// the agent fails. Run may be called once per Agent.
+func (a *Agent) Run(ctx context.Context) error {
+	a.mu.Lock()
+	if a.ran {
+		a.mu.Unlock()
+		return errors.New("agent: Run called twice")
+	}
+	a.ran = true
+	a.mu.Unlock()
+	defer close(a.stopped)
+
+	cfg := a.cfg
+	log := cfg.Logger.WithValues("node", cfg.NodeName)
+	cs := cfg.Client
+	core := cs.CoreV1()
+
+	if _, err := kube.RegisterNode(ctx, core, NodeObject(cfg.NodeName)); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+
+	// Runtime events (a process started or ended) ask for a sync of the
+	// pod, as the kubelet's PLEG does; the channel decouples the runtime's
+	// goroutines from the sync loop.
+	events := make(chan processruntime.Event, 256)
+	rt, err := processruntime.Open(processruntime.Options{
+		StateDir: cfg.StateDir,
+		BackOff:  cfg.RestartBackOff,
+		Logger:   log.WithName("runtime"),
+		OnEvent: func(ev processruntime.Event) {
+			select {
+			case events <- ev:
+			default: // the periodic resync catches up
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	defer rt.Close()
+
+	writer, err := kube.NewStatusWriter(core, kube.StatusWriterOptions{Logger: log.WithName("status")})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	derive := func(ctx context.Context, pod *v1.Pod) (v1.PodStatus, error) {
+		st, err := rt.PodStatus(ctx, pod.UID, time.Time{})
+		if err != nil {
+			return v1.PodStatus{}, err
+		}
+		return processruntime.APIStatus(pod, st), nil
+	}
+	workers, err := podworker.New(kube.WrapSyncer(rt, writer, derive), podworker.Options[processruntime.PodStatus]{
+		Status:         rt,
+		ResyncInterval: cfg.ResyncInterval,
+		Logger:         log.WithName("podworker"),
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+
+	store := podmanager.New()
+	sources := []string{mirror.ApiserverSource}
+	var manifests *lifecycle.ManifestSource
+	if cfg.ManifestDir != "" {
+		manifests, err = lifecycle.NewManifestSource(cfg.ManifestDir, lifecycle.ManifestOptions{
+			NodeName: cfg.NodeName,
+			Interval: cfg.ManifestInterval,
+			Logger:   log.WithName("manifests"),
+		})
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		sources = append(sources, manifests.Source())
+	}
+	handler, err := lifecycle.NewHandler(workers, store, lifecycle.Options{
+		AdmitHandlers: []lifecycle.PodAdmitHandler{admitRunnable},
+		MirrorClient: mirror.NewClient(kube.NewPodAPI(core), cfg.NodeName, kube.NodeUID(core, cfg.NodeName),
+			mirror.WithLogger(log.WithName("mirror"))),
+		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
+			return rt.RuntimePods(), nil
+		}),
+		OnReject: func(_ context.Context, pod *v1.Pod, status v1.PodStatus) {
+			writer.SetPodStatus(pod, status)
+		},
+		Sources:              sources,
+		RunWorkers:           workers.Run,
+		HousekeepingInterval: cfg.HousekeepingInterval,
+		Logger:               log.WithName("lifecycle"),
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	config, err := lifecycle.NewConfig(lifecycle.ConfigOptions{Logger: log.WithName("config")})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	apiSource, err := kube.NewAPISource(core, cfg.NodeName, kube.APISourceOptions{Logger: log.WithName("apisource")})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+
+	a.mu.Lock()
+	a.workers = workers
+	a.mu.Unlock()
+	close(a.built)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		firstErr error
+	)
+	run := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil {
+				errMu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("agent: %s: %w", name, err)
+				}
+				errMu.Unlock()
+				cancel()
+			}
+		}()
+	}
+	run("status writer", func(ctx context.Context) error { return writer.Run(ctx, workers) })
+	run("sync loop", func(ctx context.Context) error { return handler.Run(ctx, config.Updates()) })
+	run("API source", func(ctx context.Context) error { return apiSource.Run(ctx, config) })
+	if manifests != nil {
+		run("manifest source", func(ctx context.Context) error { return manifests.Run(ctx, config) })
+	}
+	if cfg.HeartbeatInterval >= 0 {
+		hb := &kube.NodeHeartbeat{Client: cs, NodeName: cfg.NodeName, Interval: cfg.HeartbeatInterval}
+		run("node heartbeat", hb.Run)
+	}
+	run("runtime events", func(ctx context.Context) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case ev := <-events:
+				if pod, ok := store.GetPodByUID(ev.UID); ok {
+					handler.HandlePodSyncs(ctx, []*v1.Pod{pod})
+				}
+			}
+		}
+	})
+	log.Info("podkit agent running")
+	wg.Wait()
+	log.Info("podkit agent stopped")
+	return firstErr
+}

@@ -1,0 +1,411 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/podkit/podkit/examples/kube/agent"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+	"github.com/podkit/podkit/mirror"
+	"github.com/podkit/podkit/podworker"
+)
+
+// testAgent is a podkit agent running in the test process with the
+// credentials of its node (system:node:<name>).
+type testAgent struct {
+	agent *agent.Agent
+	stop  context.CancelFunc
+	done  chan error
+}
+
+// startAgent runs an agent for node with the node's identity, on stateDir
+// and, if not empty, manifestDir. It is stopped when t ends, if not before.
+func startAgent(t *testing.T, c *cluster, node, stateDir, manifestDir string) *testAgent {
+	t.Helper()
+	a, err := agent.New(agent.Config{
+		Client:               c.nodeClient(t, node),
+		NodeName:             node,
+		StateDir:             stateDir,
+		ManifestDir:          manifestDir,
+		ManifestInterval:     100 * time.Millisecond,
+		HousekeepingInterval: 100 * time.Millisecond,
+		Logger:               testr.NewWithOptions(t, testr.Options{LogTimestamp: true}),
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	ta := &testAgent{agent: a, stop: cancel, done: make(chan error, 1)}
+	go func() { ta.done <- a.Run(ctx) }()
+	t.Cleanup(func() { ta.Stop(t) })
+	return ta
+}
+
+// Stop stops the agent and waits for Run to return, which it must do
+// cleanly. It may be called more than once.
+func (a *testAgent) Stop(t *testing.T) {
+	t.Helper()
+	a.stop()
+	select {
+	case err, ok := <-a.done:
+		if ok {
+			require.NoError(t, err, "the agent's Run")
+			close(a.done)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the agent did not stop")
+	}
+}
+
+// workers returns the agent's pod workers once it has built them.
+func (a *testAgent) workers(t *testing.T) *podworker.PodWorkers[processruntime.PodStatus] {
+	t.Helper()
+	w, err := a.agent.Workers(testContext(t))
+	require.NoError(t, err)
+	return w
+}
+
+// waitWorker waits until cond holds for the agent's worker of uid.
+func (a *testAgent) waitWorker(t *testing.T, uid types.UID, what string, cond func(info podworker.PodInfo, ok bool) bool) podworker.PodInfo {
+	t.Helper()
+	info, _, err := a.workers(t).WaitFor(testContext(t), uid, cond)
+	require.NoError(t, err, "waiting for the worker of %s: %s", uid, what)
+	return info
+}
+
+// processesOf returns the live processes of the pod uid.
+func processesOf(t *testing.T, uid types.UID) []processruntime.Process {
+	t.Helper()
+	procs, err := processruntime.ScanProcesses(func(u string) bool { return u == string(uid) })
+	require.NoError(t, err)
+	return procs
+}
+
+// killAtEnd makes sure no process of pod uid outlives the test, whatever
+// the test left running.
+func killAtEnd(t *testing.T, uid types.UID) {
+	t.Cleanup(func() {
+		procs, _ := processruntime.ScanProcesses(func(u string) bool { return u == string(uid) })
+		for _, p := range procs {
+			_ = syscall.Kill(-p.PGID, syscall.SIGKILL)
+		}
+	})
+}
+
+// shell returns a container command running script with sh, with $D set
+// to dir.
+func shell(dir, script string) []string {
+	return []string{"/bin/sh", "-c", "D=" + dir + "; " + script}
+}
+
+// lines returns the lines of a file, none if it does not exist.
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	require.NoError(t, err)
+	return strings.Fields(string(b))
+}
+
+// watchPod watches the pod name in the default namespace from now on.
+func watchPod(t *testing.T, c *cluster, name string) watch.Interface {
+	t.Helper()
+	w, err := c.admin.CoreV1().Pods("default").Watch(testContext(t), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+	})
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	return w
+}
+
+func isPhase(phase v1.PodPhase) func(*v1.Pod) bool {
+	return func(p *v1.Pod) bool { return p != nil && p.Status.Phase == phase }
+}
+
+func createPod(t *testing.T, c *cluster, pod *v1.Pod) *v1.Pod {
+	t.Helper()
+	created, err := c.admin.CoreV1().Pods(pod.Namespace).Create(testContext(t), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	killAtEnd(t, created.UID)
+	return created
+}
+
+// testAgentPodLifecycle: a pod created for the node goes Pending, Running,
+// Succeeded in the API server, each step written by the agent.
+func testAgentPodLifecycle(t *testing.T, c *cluster) {
+	const node = "lifecycle-node"
+	dir := t.TempDir()
+	a := startAgent(t, c, node, t.TempDir(), "")
+
+	w := watchPod(t, c, "life")
+	pod := createPod(t, c, apiPod("life", node, shell(dir, `echo $$ >> $D/runs; while [ ! -e $D/go ]; do sleep 0.05; done; exit 0`)...))
+
+	var phases []v1.PodPhase
+	var final *v1.Pod
+	_, err := watchtools.UntilWithoutRetry(testContext(t), w, func(ev watch.Event) (bool, error) {
+		p, ok := ev.Object.(*v1.Pod)
+		if !ok {
+			return false, nil
+		}
+		if len(phases) == 0 || phases[len(phases)-1] != p.Status.Phase {
+			phases = append(phases, p.Status.Phase)
+		}
+		switch p.Status.Phase {
+		case v1.PodRunning:
+			// The process runs while the API server says so: let it end.
+			require.NotEmpty(t, processesOf(t, pod.UID), "Running in the API server, running on the node")
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "go"), nil, 0o600))
+		case v1.PodSucceeded:
+			final = p
+			return true, nil
+		}
+		return false, nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []v1.PodPhase{v1.PodPending, v1.PodRunning, v1.PodSucceeded}, phases)
+	require.Len(t, final.Status.ContainerStatuses, 1)
+	term := final.Status.ContainerStatuses[0].State.Terminated
+	require.NotNil(t, term, "the container is terminated: %v", final.Status.ContainerStatuses[0].State)
+	assert.Equal(t, int32(0), term.ExitCode)
+	assert.Empty(t, processesOf(t, pod.UID), "nothing runs once Succeeded")
+	assert.Len(t, lines(t, filepath.Join(dir, "runs")), 1, "the container ran once")
+
+	// The pod stays in the API server (it was not deleted) and the worker
+	// finishes.
+	a.waitWorker(t, pod.UID, "finished", func(info podworker.PodInfo, ok bool) bool { return ok && info.Finished })
+	_, err = c.admin.CoreV1().Pods("default").Get(testContext(t), pod.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	// The Node was registered and is kept Ready.
+	waitForNodeReady(t, c, node)
+}
+
+// waitForNodeReady waits until node has a Ready=True condition.
+func waitForNodeReady(t *testing.T, c *cluster, node string) {
+	t.Helper()
+	ctx := testContext(t)
+	w, err := c.admin.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
+	require.NoError(t, err)
+	defer w.Stop()
+	n, err := c.admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err == nil && nodeReady(n) {
+		return
+	}
+	_, err = watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+		n, ok := ev.Object.(*v1.Node)
+		return ok && nodeReady(n), nil
+	})
+	require.NoError(t, err, "node %s never became Ready", node)
+}
+
+func nodeReady(n *v1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// testAgentGracefulDelete: a pod deleted with a grace period leaves the API
+// server only after its process has stopped, with its final status written
+// first.
+func testAgentGracefulDelete(t *testing.T, c *cluster) {
+	const node = "graceful-node"
+	dir := t.TempDir()
+	startAgent(t, c, node, t.TempDir(), "")
+
+	// On SIGTERM the container takes a second to shut down, then exits 0.
+	pod := createPod(t, c, apiPod("graceful", node, shell(dir,
+		`trap 'sleep 1; touch $D/stopped; exit 0' TERM; while true; do sleep 0.05; done`)...))
+	waitForPod(t, c.admin, "default", pod.Name, "Running", isPhase(v1.PodRunning))
+	require.NotEmpty(t, processesOf(t, pod.UID))
+
+	w := watchPod(t, c, pod.Name)
+	require.NoError(t, c.admin.CoreV1().Pods("default").Delete(testContext(t), pod.Name, metav1.DeleteOptions{}))
+
+	var sawDeletionTimestamp bool
+	var last *v1.Pod
+	_, err := watchtools.UntilWithoutRetry(testContext(t), w, func(ev watch.Event) (bool, error) {
+		p, ok := ev.Object.(*v1.Pod)
+		if !ok {
+			return false, nil
+		}
+		if ev.Type != watch.Deleted {
+			sawDeletionTimestamp = sawDeletionTimestamp || p.DeletionTimestamp != nil
+			last = p
+			return false, nil
+		}
+		// The pod is gone from the API server: its process must be gone.
+		assert.FileExists(t, filepath.Join(dir, "stopped"), "the container finished its shutdown first")
+		assert.Empty(t, processesOf(t, pod.UID), "no process of the pod runs")
+		return true, nil
+	})
+	require.NoError(t, err)
+	assert.True(t, sawDeletionTimestamp, "the deletion was graceful")
+	require.NotNil(t, last)
+	assert.Equal(t, v1.PodSucceeded, last.Status.Phase, "the final status (exit 0 after SIGTERM) was written before the pod was removed")
+}
+
+// testAgentForceDelete: a pod deleted with grace 0 is gone from the API
+// server at once; the agent still stops its process.
+func testAgentForceDelete(t *testing.T, c *cluster) {
+	const node = "force-node"
+	dir := t.TempDir()
+	a := startAgent(t, c, node, t.TempDir(), "")
+
+	pod := createPod(t, c, apiPod("forced", node, shell(dir, `while true; do sleep 0.05; done`)...))
+	waitForPod(t, c.admin, "default", pod.Name, "Running", isPhase(v1.PodRunning))
+	require.NotEmpty(t, processesOf(t, pod.UID))
+
+	require.NoError(t, c.admin.CoreV1().Pods("default").Delete(testContext(t), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+	_, err := c.admin.CoreV1().Pods("default").Get(testContext(t), pod.Name, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "a force delete is immediate: %v", err)
+
+	a.waitWorker(t, pod.UID, "terminated", func(info podworker.PodInfo, ok bool) bool {
+		return !ok || info.Stage >= podworker.StageTerminated
+	})
+	assert.Empty(t, processesOf(t, pod.UID), "the process was stopped")
+}
+
+// testAgentStaticPod: a static pod from a manifest folder gets a mirror pod;
+// a mirror pod deleted by hand is created again (the static pod keeps
+// running); removing the manifest deletes the mirror pod and stops the pod.
+func testAgentStaticPod(t *testing.T, c *cluster) {
+	const node = "static-node"
+	dir := t.TempDir()
+	manifests := t.TempDir()
+	manifest := filepath.Join(manifests, "web.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: default
+spec:
+  containers:
+  - name: main
+    image: none
+    command: ["/bin/sh", "-c", "echo $$ >> `+dir+`/runs; while true; do sleep 0.05; done"]
+`), 0o600))
+	a := startAgent(t, c, node, t.TempDir(), manifests)
+	mirrorName := "web-" + node
+
+	first := waitForPod(t, c.admin, "default", mirrorName, "a Running mirror pod", isPhase(v1.PodRunning))
+	require.True(t, mirror.IsMirrorPod(first))
+	staticUID := types.UID(first.Annotations[mirror.ConfigMirrorAnnotationKey])
+	killAtEnd(t, staticUID)
+	node0, err := c.admin.CoreV1().Nodes().Get(testContext(t), node, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: node0.UID, Controller: ptr.To(true)}},
+		first.OwnerReferences)
+	procs := processesOf(t, staticUID)
+	require.NotEmpty(t, procs, "the static pod runs")
+
+	// Delete the mirror pod by hand, as kubectl would (gracefully).
+	require.NoError(t, c.admin.CoreV1().Pods("default").Delete(testContext(t), mirrorName, metav1.DeleteOptions{}))
+	second := waitForPod(t, c.admin, "default", mirrorName, "a new mirror pod", func(p *v1.Pod) bool {
+		return p != nil && p.UID != first.UID && p.DeletionTimestamp == nil && p.Status.Phase == v1.PodRunning
+	})
+	assert.True(t, mirror.IsMirrorPod(second))
+	assert.Equal(t, procs, processesOf(t, staticUID), "the static pod was not restarted")
+	assert.Len(t, lines(t, filepath.Join(dir, "runs")), 1)
+
+	// Remove the manifest: the pod stops and its mirror goes.
+	require.NoError(t, os.Remove(manifest))
+	waitForPod(t, c.admin, "default", mirrorName, "the mirror pod deleted", func(p *v1.Pod) bool { return p == nil })
+	a.waitWorker(t, staticUID, "terminated", func(info podworker.PodInfo, ok bool) bool {
+		return !ok || info.Stage >= podworker.StageTerminated
+	})
+	assert.Empty(t, processesOf(t, staticUID))
+}
+
+// testAgentRestart: an agent restarted mid-lifecycle loses nothing: a
+// running pod is not restarted, a finished pod is not run again, and a pod
+// deleted while the agent was down completes its deletion.
+func testAgentRestart(t *testing.T, c *cluster) {
+	const node = "restart-node"
+	stateDir := t.TempDir()
+	longDir, shortDir, doomedDir := t.TempDir(), t.TempDir(), t.TempDir()
+	first := startAgent(t, c, node, stateDir, "")
+
+	long := createPod(t, c, apiPod("long", node, shell(longDir, `echo $$ >> $D/runs; while true; do sleep 0.05; done`)...))
+	short := createPod(t, c, apiPod("short", node, shell(shortDir, `echo $$ >> $D/runs; exit 0`)...))
+	doomed := createPod(t, c, apiPod("doomed", node, shell(doomedDir,
+		`echo $$ >> $D/runs; trap 'touch $D/stopped; exit 0' TERM; while true; do sleep 0.05; done`)...))
+	longRunning := waitForPod(t, c.admin, "default", long.Name, "Running", isPhase(v1.PodRunning))
+	waitForPod(t, c.admin, "default", short.Name, "Succeeded", isPhase(v1.PodSucceeded))
+	waitForPod(t, c.admin, "default", doomed.Name, "Running", isPhase(v1.PodRunning))
+	first.waitWorker(t, short.UID, "finished", func(info podworker.PodInfo, ok bool) bool { return ok && info.Finished })
+	longProcs := processesOf(t, long.UID)
+	require.NotEmpty(t, longProcs)
+
+	first.Stop(t)
+	assert.Equal(t, longProcs, processesOf(t, long.UID), "the agent's processes outlive it")
+
+	// While the agent is down, doomed is deleted: the API server can only
+	// mark it.
+	w := watchPod(t, c, doomed.Name)
+	require.NoError(t, c.admin.CoreV1().Pods("default").Delete(testContext(t), doomed.Name, metav1.DeleteOptions{}))
+
+	second := startAgent(t, c, node, stateDir, "")
+
+	// doomed completes its deletion, after its process stopped.
+	_, err := watchtools.UntilWithoutRetry(testContext(t), w, func(ev watch.Event) (bool, error) {
+		if ev.Type != watch.Deleted {
+			return false, nil
+		}
+		assert.FileExists(t, filepath.Join(doomedDir, "stopped"))
+		assert.Empty(t, processesOf(t, doomed.UID))
+		return true, nil
+	})
+	require.NoError(t, err)
+
+	// long was synced by the new agent and left running as it was.
+	second.waitWorker(t, long.UID, "synced", func(info podworker.PodInfo, ok bool) bool {
+		return ok && info.Started && !info.Working
+	})
+	assert.Equal(t, longProcs, processesOf(t, long.UID), "the running pod was not restarted")
+	assert.Len(t, lines(t, filepath.Join(longDir, "runs")), 1)
+	now, err := c.admin.CoreV1().Pods("default").Get(testContext(t), long.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, v1.PodRunning, now.Status.Phase)
+	require.Len(t, now.Status.ContainerStatuses, 1)
+	assert.Equal(t, longRunning.Status.ContainerStatuses[0].ContainerID, now.Status.ContainerStatuses[0].ContainerID)
+	assert.Zero(t, now.Status.ContainerStatuses[0].RestartCount)
+
+	// short is finished for the new agent too, and was not run again.
+	second.waitWorker(t, short.UID, "finished", func(info podworker.PodInfo, ok bool) bool { return ok && info.Finished })
+	assert.Len(t, lines(t, filepath.Join(shortDir, "runs")), 1, "the finished pod was not re-run")
+	now, err = c.admin.CoreV1().Pods("default").Get(testContext(t), short.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, v1.PodSucceeded, now.Status.Phase)
+}
+
+// testAgentRejects: a pod the process runtime cannot run is rejected at
+// admission and marked Failed in the API server, with the reason.
+func testAgentRejects(t *testing.T, c *cluster) {
+	const node = "reject-node"
+	startAgent(t, c, node, t.TempDir(), "")
+	pod := createPod(t, c, apiPod("no-command", node)) // no command: nothing to run
+	got := waitForPod(t, c.admin, "default", pod.Name, "Failed", isPhase(v1.PodFailed))
+	assert.Equal(t, agent.ReasonUnsupportedPod, got.Status.Reason)
+	assert.Contains(t, got.Status.Message, "has no command")
+}

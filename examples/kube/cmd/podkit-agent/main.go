@@ -1,0 +1,87 @@
+// Command podkit-agent is a node agent built on podkit: it registers a Node
+// in a Kubernetes cluster (or reuses one) and runs the pods bound to it as
+// processes on this machine, with their status reported to the API server.
+//
+//	podkit-agent --kubeconfig ~/.kube/config --node-name my-laptop
+//
+// Pods need a command for each container (images are recorded, never
+// pulled); see github.com/podkit/podkit/examples/nodeagent/processruntime
+// for what runs and how. Static pods can be given with --manifest-dir; each
+// gets a mirror pod in the API server. The agent runs until SIGINT or
+// SIGTERM; the pods' processes keep running and are adopted by the next
+// agent started with the same --state-dir.
+//
+// To run with a node identity, give it a kubeconfig for the user
+// system:node:<node-name> in group system:nodes: under
+// --authorization-mode=Node,RBAC and the NodeRestriction admission plugin
+// the agent needs nothing more.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2/textlogger"
+
+	"github.com/podkit/podkit/examples/kube/agent"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "podkit-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	hostname, _ := os.Hostname()
+	var (
+		kubeconfig   = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "path to the kubeconfig of the agent's identity (default $KUBECONFIG; empty: in-cluster config)")
+		nodeName     = flag.String("node-name", hostname, "name of the Node to register and run pods for")
+		stateDir     = flag.String("state-dir", filepath.Join(os.TempDir(), "podkit-agent"), "directory for process records and logs; keep it across restarts")
+		manifestDir  = flag.String("manifest-dir", "", "directory of static pod manifests (empty: none)")
+		housekeeping = flag.Duration("housekeeping-interval", 0, "time between housekeeping runs (0: the default, 2s)")
+		verbosity    = flag.Int("v", 0, "log verbosity")
+	)
+	flag.Parse()
+	if *nodeName == "" {
+		return fmt.Errorf("--node-name is required (the hostname is unknown)")
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "podkit-agent/" + *nodeName
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(*verbosity)))
+
+	a, err := agent.New(agent.Config{
+		Client:               client,
+		NodeName:             *nodeName,
+		StateDir:             *stateDir,
+		ManifestDir:          *manifestDir,
+		HousekeepingInterval: *housekeeping,
+		Logger:               logger,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	err = a.Run(ctx)
+	logger.Info("Exiting", "ranFor", time.Since(start).Round(time.Second))
+	return err
+}

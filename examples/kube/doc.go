@@ -1,0 +1,53 @@
+// Package kube connects podkit to a real Kubernetes API server through
+// client-go. It lives in a module of its own so client-go and the test
+// server never enter podkit's root module.
+//
+// It holds the four pieces a node agent needs to take part in a cluster:
+//
+//   - PodAPI adapts a clientset to mirror.PodAPI, and NodeUID looks up the
+//     Node's UID, so mirror.NewClient creates and deletes real mirror pods
+//     (with the Node as controller owner, deletes bound to a UID).
+//   - APISource is the config source of the pods bound to the node: an
+//     informer with a spec.nodeName field selector whose full snapshots go
+//     to a lifecycle.Config, which makes them lifecycle.PodUpdates of the
+//     "api" source.
+//   - StatusWriter, with WrapSyncer, is a plain status manager: after each
+//     sync the pod's derived v1.PodStatus is patched onto its status
+//     subresource when it changed (a static pod's onto its mirror pod); a
+//     terminal phase waits until the pod's containers are known stopped;
+//     a deleted pod is removed, with grace 0 and a UID precondition, once
+//     it is finished.
+//   - RegisterNode and NodeHeartbeat register the Node and keep it Ready.
+//
+// Package agent wires them to lifecycle, podworker and the process runtime
+// of examples/nodeagent; cmd/podkit-agent is the runnable agent.
+//
+// # Usage
+//
+// An agent with a clientset cs for node name:
+//
+//  1. Register the Node: RegisterNode(ctx, cs.CoreV1(), node).
+//  2. Create a StatusWriter, wrap the runtime's PodSyncer with WrapSyncer,
+//     and build the pod workers over the wrapped syncer.
+//  3. Give lifecycle.NewHandler a mirror.NewClient(NewPodAPI(cs.CoreV1()),
+//     name, NodeUID(cs.CoreV1(), name)), list mirror.ApiserverSource in
+//     its Sources, and let OnReject call StatusWriter.SetPodStatus.
+//  4. Run, each on its own goroutine: the Handler, StatusWriter.Run with the
+//     pod workers, APISource.Run into a lifecycle.Config, and optionally a
+//     NodeHeartbeat.
+//
+// # Node identity
+//
+// Everything here works with a node's own credentials (user
+// system:node:<name> in group system:nodes) under
+// --authorization-mode=Node,RBAC and the NodeRestriction admission plugin:
+// it lists and watches pods only with the spec.nodeName selector, creates
+// only mirror pods owned by its Node, and writes only the status of, and
+// deletes only, pods bound to its node. The tests run it so.
+//
+// # Concurrency
+//
+// All types are safe for concurrent use. Constructors start nothing; each
+// Run blocks until its context ends and returns only after the goroutines it
+// started have returned.
+package kube

@@ -1,0 +1,221 @@
+package kube_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/mirror"
+	"github.com/podkit/podkit/podworker"
+)
+
+// scriptedPod is a pod whose runtime the test plays by hand: its status,
+// when SyncPod reports it terminal, and when its containers stop.
+type scriptedPod struct {
+	mu     sync.Mutex
+	status v1.PodStatus
+	// terminal makes SyncPod report the pod finished once closed.
+	terminal chan struct{}
+	// stop lets SyncTerminatingPod return once closed.
+	stop chan struct{}
+	// stopped is set just before SyncTerminatingPod returns.
+	stopped atomic.Bool
+}
+
+func newScriptedPod() *scriptedPod {
+	return &scriptedPod{terminal: make(chan struct{}), stop: make(chan struct{})}
+}
+
+func (s *scriptedPod) setStatus(st v1.PodStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status = st
+}
+
+// scriptedRuntime dispatches the hooks to the scriptedPod of each UID.
+type scriptedRuntime struct {
+	mu   sync.Mutex
+	pods map[types.UID]*scriptedPod
+}
+
+func (r *scriptedRuntime) pod(uid types.UID) *scriptedPod {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pods[uid]
+}
+
+func (r *scriptedRuntime) syncer() podworker.PodSyncer[struct{}] {
+	return podworker.PodSyncerFuncs[struct{}]{
+		SyncPodFunc: func(_ context.Context, _ podworker.UpdateType, pod, _ *v1.Pod, _ struct{}) (bool, error) {
+			select {
+			case <-r.pod(pod.UID).terminal:
+				return true, nil
+			default:
+				return false, nil
+			}
+		},
+		SyncTerminatingPodFunc: func(ctx context.Context, pod *v1.Pod, _ struct{}, _ int64, _ func(*v1.PodStatus)) error {
+			p := r.pod(pod.UID)
+			select {
+			case <-p.stop:
+				p.stopped.Store(true)
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	}
+}
+
+func (r *scriptedRuntime) status(_ context.Context, pod *v1.Pod) (v1.PodStatus, error) {
+	p := r.pod(pod.UID)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return *p.status.DeepCopy(), nil
+}
+
+func runningStatus(node string) v1.PodStatus {
+	now := metav1.Now()
+	return v1.PodStatus{
+		Phase:      v1.PodRunning,
+		Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now}},
+		HostIP:     "127.0.0.1",
+		ContainerStatuses: []v1.ContainerStatus{{
+			Name: "main", Image: "none", Ready: true, ContainerID: "process://1",
+			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}},
+		}},
+	}
+}
+
+func exitedStatus(phase v1.PodPhase) v1.PodStatus {
+	now := metav1.Now()
+	return v1.PodStatus{
+		Phase:      phase,
+		Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: now}},
+		HostIP:     "127.0.0.1",
+		ContainerStatuses: []v1.ContainerStatus{{
+			Name: "main", Image: "none", ContainerID: "process://1",
+			State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}},
+		}},
+	}
+}
+
+func condition(p *v1.Pod, t v1.PodConditionType) *v1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// testStatusWriter drives kube.StatusWriter and kube.WrapSyncer with the
+// real pod workers over a scripted runtime, as the node itself.
+func testStatusWriter(t *testing.T, c *cluster) {
+	const node = "writer-node"
+	ctx := testContext(t)
+	c.registerNode(t, node)
+	cs := c.nodeClient(t, node)
+	pods := c.admin.CoreV1().Pods("default")
+
+	rt := &scriptedRuntime{pods: map[types.UID]*scriptedPod{}}
+	writer, err := kube.NewStatusWriter(cs.CoreV1(), kube.StatusWriterOptions{})
+	require.NoError(t, err)
+	workers, err := podworker.New(kube.WrapSyncer(rt.syncer(), writer, rt.status), podworker.Options[struct{}]{})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); assert.NoError(t, workers.Run(runCtx)) }()
+	go func() { defer wg.Done(); assert.NoError(t, writer.Run(runCtx, workers)) }()
+	t.Cleanup(func() { stop(); wg.Wait() })
+
+	// start creates an API pod for the node (with a condition the agent
+	// does not own), hands it to the workers as the API source would, and
+	// returns it with its script.
+	start := func(name string) (*v1.Pod, *scriptedPod) {
+		created, err := pods.Create(ctx, apiPod(name, node, "/bin/true"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		created, err = pods.Patch(ctx, name, types.StrategicMergePatchType,
+			[]byte(`{"status":{"conditions":[{"type":"example.com/Foreign","status":"True"}]}}`), metav1.PatchOptions{}, "status")
+		require.NoError(t, err)
+		script := newScriptedPod()
+		script.setStatus(runningStatus(node))
+		rt.mu.Lock()
+		rt.pods[created.UID] = script
+		rt.mu.Unlock()
+		desired := created.DeepCopy()
+		desired.Annotations = map[string]string{mirror.ConfigSourceAnnotationKey: mirror.ApiserverSource}
+		require.NoError(t, workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: desired}))
+		return desired, script
+	}
+
+	t.Run("a pod's status follows its runtime, terminal phase last", func(t *testing.T) {
+		pod, script := start("writer-runs")
+		got := waitForPod(t, c.admin, "default", pod.Name, "Running", func(p *v1.Pod) bool {
+			return p != nil && p.Status.Phase == v1.PodRunning
+		})
+		assert.NotNil(t, condition(got, "example.com/Foreign"), "a condition the agent does not own is kept")
+		assert.Equal(t, v1.ConditionTrue, condition(got, v1.PodReady).Status)
+
+		// The runtime says the pod succeeded, but its containers are not
+		// known stopped yet: the containers' exit is written, the phase is
+		// not.
+		script.setStatus(exitedStatus(v1.PodSucceeded))
+		close(script.terminal)
+		require.NoError(t, workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodSync, Pod: pod}))
+		got = waitForPod(t, c.admin, "default", pod.Name, "container exit written", func(p *v1.Pod) bool {
+			return p != nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Terminated != nil
+		})
+		assert.Equal(t, v1.PodRunning, got.Status.Phase, "the terminal phase is withheld while containers may run")
+		assert.True(t, workers.CouldHaveRunningContainers(pod.UID))
+
+		close(script.stop)
+		got = waitForPod(t, c.admin, "default", pod.Name, "Succeeded", func(p *v1.Pod) bool {
+			return p != nil && p.Status.Phase == v1.PodSucceeded
+		})
+		assert.NotNil(t, condition(got, "example.com/Foreign"))
+		assert.Nil(t, got.DeletionTimestamp, "a pod that was not deleted stays")
+	})
+
+	t.Run("a deleted pod is removed once finished", func(t *testing.T) {
+		pod, script := start("writer-deleted")
+		waitForPod(t, c.admin, "default", pod.Name, "Running", func(p *v1.Pod) bool {
+			return p != nil && p.Status.Phase == v1.PodRunning
+		})
+		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", pod.Name).String()})
+		require.NoError(t, err)
+		defer w.Stop()
+
+		require.NoError(t, pods.Delete(ctx, pod.Name, metav1.DeleteOptions{}))
+		deleting, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		require.NoError(t, err, "a running pod's deletion is graceful")
+		require.NotNil(t, deleting.DeletionTimestamp)
+		desired := deleting.DeepCopy()
+		desired.Annotations = pod.Annotations
+		require.NoError(t, workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodUpdate, Pod: desired}))
+
+		script.setStatus(exitedStatus(v1.PodFailed))
+		close(script.stop)
+		_, err = watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+			if ev.Type != watch.Deleted {
+				return false, nil
+			}
+			assert.True(t, script.stopped.Load(), "the pod left the API server only after its containers stopped")
+			assert.Equal(t, v1.PodFailed, ev.Object.(*v1.Pod).Status.Phase, "the final status was written first")
+			return true, nil
+		})
+		require.NoError(t, err)
+	})
+}
