@@ -97,6 +97,20 @@ func processesOf(t *testing.T, uid types.UID) []processruntime.Process {
 	return procs
 }
 
+// mainProcesses returns the containers' main processes of the pod uid (the
+// leaders of their process groups), which live as long as the containers.
+// Their children (a shell's sleep) come and go.
+func mainProcesses(t *testing.T, uid types.UID) []processruntime.Process {
+	t.Helper()
+	var out []processruntime.Process
+	for _, p := range processesOf(t, uid) {
+		if p.Leader {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // killAtEnd makes sure no process of pod uid outlives the test, whatever
 // the test left running.
 func killAtEnd(t *testing.T, uid types.UID) {
@@ -316,7 +330,7 @@ spec:
 	require.NoError(t, err)
 	assert.Equal(t, []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: node0.UID, Controller: ptr.To(true)}},
 		first.OwnerReferences)
-	procs := processesOf(t, staticUID)
+	procs := mainProcesses(t, staticUID)
 	require.NotEmpty(t, procs, "the static pod runs")
 
 	// Delete the mirror pod by hand, as kubectl would (gracefully).
@@ -325,7 +339,7 @@ spec:
 		return p != nil && p.UID != first.UID && p.DeletionTimestamp == nil && p.Status.Phase == v1.PodRunning
 	})
 	assert.True(t, mirror.IsMirrorPod(second))
-	assert.Equal(t, procs, processesOf(t, staticUID), "the static pod was not restarted")
+	assert.Equal(t, procs, mainProcesses(t, staticUID), "the static pod was not restarted")
 	assert.Len(t, lines(t, filepath.Join(dir, "runs")), 1)
 
 	// Remove the manifest: the pod stops and its mirror goes.
@@ -354,11 +368,11 @@ func testAgentRestart(t *testing.T, c *cluster) {
 	waitForPod(t, c.admin, "default", short.Name, "Succeeded", isPhase(v1.PodSucceeded))
 	waitForPod(t, c.admin, "default", doomed.Name, "Running", isPhase(v1.PodRunning))
 	first.waitWorker(t, short.UID, "finished", func(info podworker.PodInfo, ok bool) bool { return ok && info.Finished })
-	longProcs := processesOf(t, long.UID)
+	longProcs := mainProcesses(t, long.UID)
 	require.NotEmpty(t, longProcs)
 
 	first.Stop(t)
-	assert.Equal(t, longProcs, processesOf(t, long.UID), "the agent's processes outlive it")
+	assert.Equal(t, longProcs, mainProcesses(t, long.UID), "the agent's processes outlive it")
 
 	// While the agent is down, doomed is deleted: the API server can only
 	// mark it.
@@ -382,7 +396,7 @@ func testAgentRestart(t *testing.T, c *cluster) {
 	second.waitWorker(t, long.UID, "synced", func(info podworker.PodInfo, ok bool) bool {
 		return ok && info.Started && !info.Working
 	})
-	assert.Equal(t, longProcs, processesOf(t, long.UID), "the running pod was not restarted")
+	assert.Equal(t, longProcs, mainProcesses(t, long.UID), "the running pod was not restarted")
 	assert.Len(t, lines(t, filepath.Join(longDir, "runs")), 1)
 	now, err := c.admin.CoreV1().Pods("default").Get(testContext(t), long.Name, metav1.GetOptions{})
 	require.NoError(t, err)

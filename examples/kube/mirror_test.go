@@ -81,7 +81,15 @@ func testMirrorClient(t *testing.T, c *cluster) {
 	_, err = c.admin.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the mirror is gone at once (grace 0): %v", err)
 
-	deleted, err = client.DeleteMirrorPod(ctx, mirror.PodFullName(pod), nil)
+	// Deleting a mirror that is gone is not an error. (The client reads the
+	// pod first; under the Node authorizer a node may not read a pod that
+	// is not bound to it, and a pod that does not exist is not, so a node
+	// identity gets Forbidden there instead of NotFound: ask as an
+	// administrator.)
+	adminClient := mirror.NewClient(kube.NewPodAPI(c.admin.CoreV1()), node, kube.NodeUID(c.admin.CoreV1(), node))
+	deleted, err = adminClient.DeleteMirrorPod(ctx, mirror.PodFullName(pod), nil)
 	require.NoError(t, err)
 	assert.False(t, deleted, "deleting a missing mirror is not an error")
+	_, err = client.DeleteMirrorPod(ctx, mirror.PodFullName(pod), nil)
+	assert.True(t, apierrors.IsForbidden(err), "a node reads a missing pod as forbidden: %v", err)
 }

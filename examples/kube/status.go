@@ -114,6 +114,20 @@ type StatusWriter struct {
 	ran bool
 }
 
+// outcome is what a sync leaves to do for a pod.
+type outcome int
+
+const (
+	// keep: the pod is up to date; check it again at the next resync.
+	keep outcome = iota
+	// forget: there is nothing more to do for the pod, ever.
+	forget
+	// withheld: a terminal phase waits for the pod's containers to be
+	// known stopped; check again soon (with backoff), since the window may
+	// change without a transition (the pod workers becoming synced).
+	withheld
+)
+
 var (
 	// errNoMirror: a static pod's status cannot be written because its
 	// current mirror pod does not exist (yet).
@@ -264,7 +278,7 @@ func (w *StatusWriter) processNext(ctx context.Context, queue workqueue.TypedRat
 	}
 	defer queue.Done(uid)
 	attempts := queue.NumRequeues(uid)
-	known, err := w.syncFromWindow(ctx, uid, window, attempts)
+	result, err := w.syncFromWindow(ctx, uid, window, attempts)
 	switch {
 	case err != nil && ctx.Err() == nil:
 		// A mirror pod not created yet, or a pod the Node authorizer does
@@ -278,11 +292,13 @@ func (w *StatusWriter) processNext(ctx context.Context, queue workqueue.TypedRat
 		queue.AddRateLimited(uid)
 	case err != nil:
 		// Shutting down.
-	case !known:
+	case result == forget:
 		queue.Forget(uid)
 		w.mu.Lock()
 		delete(w.statuses, uid)
 		w.mu.Unlock()
+	case result == withheld:
+		queue.AddRateLimited(uid)
 	default:
 		queue.Forget(uid)
 		if w.opts.ResyncInterval > 0 {
@@ -294,14 +310,13 @@ func (w *StatusWriter) processNext(ctx context.Context, queue workqueue.TypedRat
 
 // syncFromWindow brings the API server's view of uid up to date, as window
 // says the pod stands. attempts counts the failed tries before this one.
-// known is false when there is nothing more to do for uid, ever.
-func (w *StatusWriter) syncFromWindow(ctx context.Context, uid types.UID, window PodWindow, attempts int) (known bool, err error) {
+func (w *StatusWriter) syncFromWindow(ctx context.Context, uid types.UID, window PodWindow, attempts int) (outcome, error) {
 	info, ok := window.Pod(uid)
 	w.mu.Lock()
 	rec, hasStatus := w.statuses[uid]
 	w.mu.Unlock()
 	if !ok && !hasStatus {
-		return false, nil
+		return forget, nil
 	}
 	// The workers' pod is the newest desired state; a pod they never had
 	// (rejected at admission) is known by its recorded status only.
@@ -310,35 +325,34 @@ func (w *StatusWriter) syncFromWindow(ctx context.Context, uid types.UID, window
 		pod = rec.pod
 	}
 	if pod == nil || pod.UID != uid {
-		return false, nil // known to the runtime only: nothing in the API server
+		return forget, nil // known to the runtime only: nothing in the API server
 	}
 	if !ok && mirror.IsStaticPod(pod) {
-		return false, nil // a static pod that is gone has nothing to report
+		return forget, nil // a static pod that is gone has nothing to report
 	}
 	// Read the window once, finished first: a finished pod can have no
 	// running containers, so the two answers never contradict each other.
 	finished := window.ShouldPodBeFinished(uid)
 	mayRun := !finished && window.CouldHaveRunningContainers(uid)
-	known, err = w.sync(ctx, pod, mayRun, finished)
+	result, err := w.sync(ctx, pod, mayRun, finished)
 	if errors.Is(err, errUnreadable) && !ok && attempts+1 >= unreadableAttempts {
 		// Under the Node authorizer a pod that is gone, or no longer bound
 		// here, cannot be read at all; once the workers have forgotten it
 		// too, stop trying.
-		return false, nil
+		return forget, nil
 	}
-	return known, err
+	return result, err
 }
 
 // sync writes the recorded status of pod, if any and if it changed, with
 // a terminal phase withheld when mayRun, and deletes the pod when finished
-// and it carries a deletion timestamp. known is false when there is
-// nothing more to do for the pod, ever.
-func (w *StatusWriter) sync(ctx context.Context, pod *v1.Pod, mayRun, finished bool) (known bool, err error) {
+// and it carries a deletion timestamp. On error the outcome is keep.
+func (w *StatusWriter) sync(ctx context.Context, pod *v1.Pod, mayRun, finished bool) (outcome, error) {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
 	uid := pod.UID
 	if mirror.IsMirrorPod(pod) {
-		return false, nil
+		return forget, nil
 	}
 	w.mu.Lock()
 	rec, hasStatus := w.statuses[uid]
@@ -350,32 +364,34 @@ func (w *StatusWriter) sync(ctx context.Context, pod *v1.Pod, mayRun, finished b
 	switch {
 	case apierrors.IsNotFound(err):
 		if static {
-			return true, fmt.Errorf("%w: %s", errNoMirror, mirror.PodFullName(pod))
+			return keep, fmt.Errorf("%w: %s", errNoMirror, mirror.PodFullName(pod))
 		}
 		logger.V(4).Info("Pod is gone from the API server")
-		return false, nil
+		return forget, nil
 	case apierrors.IsForbidden(err):
-		return true, fmt.Errorf("%w: %s: %w", errUnreadable, mirror.PodFullName(pod), err)
+		return keep, fmt.Errorf("%w: %s: %w", errUnreadable, mirror.PodFullName(pod), err)
 	case err != nil:
-		return true, fmt.Errorf("kube: reading pod %s: %w", mirror.PodFullName(pod), err)
+		return keep, fmt.Errorf("kube: reading pod %s: %w", mirror.PodFullName(pod), err)
 	}
 	if static {
 		if !mirror.IsMirrorPodOf(current, pod) {
-			return true, fmt.Errorf("%w: %s", errNoMirror, mirror.PodFullName(pod))
+			return keep, fmt.Errorf("%w: %s", errNoMirror, mirror.PodFullName(pod))
 		}
 	} else if current.UID != uid {
 		logger.V(4).Info("Pod was replaced in the API server", "currentUID", current.UID)
-		return false, nil
+		return forget, nil
 	}
 
+	result := keep
 	if hasStatus {
 		next := statusToWrite(current.Status, rec.status, mayRun)
+		if next.Phase != rec.status.Phase && isTerminal(rec.status.Phase) && !isTerminal(next.Phase) {
+			logger.V(4).Info("Withholding terminal phase while containers may run", "phase", rec.status.Phase)
+			result = withheld
+		}
 		if !equality.Semantic.DeepEqual(current.Status, next) {
-			if mayRun && isTerminal(rec.status.Phase) {
-				logger.V(4).Info("Withholding terminal phase while containers may run", "phase", rec.status.Phase)
-			}
 			if err := w.patchStatus(ctx, current, next); err != nil {
-				return true, err
+				return keep, err
 			}
 			logger.V(4).Info("Wrote pod status", "phase", next.Phase)
 		}
@@ -391,12 +407,12 @@ func (w *StatusWriter) sync(ctx context.Context, pod *v1.Pod, mayRun, finished b
 		switch {
 		case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 			logger.V(4).Info("Removed finished pod from the API server")
-			return false, nil
+			return forget, nil
 		default:
-			return true, fmt.Errorf("kube: deleting finished pod %s: %w", mirror.PodFullName(pod), err)
+			return keep, fmt.Errorf("kube: deleting finished pod %s: %w", mirror.PodFullName(pod), err)
 		}
 	}
-	return true, nil
+	return result, nil
 }
 
 // patchStatus writes next onto current's status subresource with a
