@@ -394,6 +394,10 @@ func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.closing)
 		r.watchers.Wait()
+		// Unlock before closing: a child being forked at this moment holds
+		// a copy of the descriptor until it execs, and the lock would
+		// outlive Close until then, failing an Open that follows at once.
+		_ = syscall.Flock(int(r.lock.Fd()), syscall.LOCK_UN)
 		r.lock.Close()
 	})
 	return nil
