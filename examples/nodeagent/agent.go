@@ -198,12 +198,10 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		return fail(err)
 	}
 	a.handler, err = lifecycle.NewHandler(a.workers, a.store, lifecycle.Options{
-		AdmitHandlers: []lifecycle.PodAdmitHandler{lifecycle.PodAdmitHandlerFunc(admitRunnable), fit, maxPods},
-		OnReject:      a.onReject,
-		MirrorClient:  a.api,
-		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
-			return rt.RuntimePods(), nil
-		}),
+		AdmitHandlers:        []lifecycle.PodAdmitHandler{lifecycle.PodAdmitHandlerFunc(admitRunnable), fit, maxPods},
+		OnReject:             a.onReject,
+		MirrorClient:         a.api,
+		RuntimePods:          lifecycle.RuntimePodListerFunc(a.listRuntimePods),
 		Sources:              []string{mirror.ApiserverSource, mirror.FileSource},
 		RunWorkers:           a.workers.Run,
 		HousekeepingInterval: time.Second,
@@ -228,6 +226,30 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		}
 	}
 	return a, nil
+}
+
+// listRuntimePods is housekeeping's RuntimePodLister. Housekeeping calls it
+// once per pass, after SyncKnownPods and inside the sync loop's critical
+// section (so config cannot change meanwhile), which makes it the agent's
+// per-housekeeping hook: it first removes the tombstones (logs and final
+// container states) of pods config no longer has, then lists the runtime's
+// pods.
+func (a *agent) listRuntimePods(context.Context) ([]podworker.RuntimePod, error) {
+	a.pruneTombstones()
+	return a.rt.RuntimePods(), nil
+}
+
+// pruneTombstones removes the tombstones of the pods that are no longer in
+// the store, once every config source has delivered its pods: before
+// that, a pod missing from the store may just not have arrived yet, and
+// dropping its tombstone would let a pod that already finished run again.
+func (a *agent) pruneTombstones() {
+	if !a.handler.SourcesReady() {
+		return
+	}
+	if _, err := a.rt.PruneTombstones(a.inStore); err != nil {
+		a.log.Error(err, "Removing the logs of pods config no longer has failed; the next housekeeping retries")
+	}
 }
 
 // admitRunnable rejects pods the process runtime cannot run.
@@ -336,6 +358,9 @@ func (a *agent) run(ctx context.Context) error {
 	if err := a.waitCleanedUp(5 * time.Second); err != nil {
 		errs = append(errs, err)
 	}
+	// Pods cleaned up after that pass leave their logs behind only while
+	// config still has them.
+	a.pruneTombstones()
 	stopSources()
 	sources.Wait()
 	close(eventsStop)
@@ -364,8 +389,10 @@ func (a *agent) run(ctx context.Context) error {
 }
 
 // waitCleanedUp waits, up to limit, for every pod worker to have finished
-// its cleanup and for the runtime to hold no pod any more (so state
-// directories are removed before the agent exits).
+// its cleanup and for the runtime to hold no pod any more but tombstones
+// (so every pod's scratch directory is removed before the agent exits; the
+// logs and final states of pods config still has are kept, for the next
+// run to know which pods already finished).
 func (a *agent) waitCleanedUp(limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()

@@ -172,9 +172,37 @@ func TestDemoRunsToItsSummary(t *testing.T) {
 		assert.Contains(t, text, line)
 	}
 	requireNoProcess(t, a.uids()...)
+
+	// Every pod was cleaned up. What is left are the tombstones (logs and
+	// final states) of the pods config still has; the graceful pod left
+	// config, and its logs went with it.
+	assert.Empty(t, a.rt.RuntimePods())
+	var left []string
+	for _, rp := range a.rt.Tombstones() {
+		left = append(left, rp.Namespace+"/"+rp.Name)
+		assert.NoDirExists(t, filepath.Join(a.rt.PodDir(rp.UID), "scratch"), "the scratch directory of %s was removed", rp.Name)
+	}
+	assert.ElementsMatch(t, []string{"default/web", "default/job", "default/crashy", "default/static-web-test-node"}, left)
 	entries, err := os.ReadDir(filepath.Join(a.opts.stateDir, "runtime", "pods"))
 	require.NoError(t, err)
-	assert.Empty(t, entries, "every pod's state directory was removed")
+	assert.Len(t, entries, len(left), "nothing but tombstones is left in the state directory")
+	log, err := os.ReadFile(a.rt.LogPath(uidOf(t, a, "default/job"), "compute"))
+	require.NoError(t, err)
+	assert.Equal(t, "job: 6 x 7 = 42\n", string(log), "the job's log outlives its cleanup")
+}
+
+// uidOf returns the UID of the pod the agent knows by namespace/name.
+func uidOf(t *testing.T, a *agent, name string) types.UID {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for uid, rec := range a.pods {
+		if rec.name == name {
+			return uid
+		}
+	}
+	t.Fatalf("the agent knows no pod %s", name)
+	return ""
 }
 
 func TestPodsEndpoint(t *testing.T) {

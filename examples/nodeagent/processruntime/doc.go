@@ -23,7 +23,10 @@
 //     are acted on at once rather than at the next resync.
 //  4. Give lifecycle.Options.RuntimePods a lister over RuntimePods, and
 //     reject in admission the pods ValidatePod refuses.
-//  5. Turn a PodStatus into a v1.PodStatus with APIStatus.
+//  5. From housekeeping, once every config source has delivered its pods,
+//     call PruneTombstones with whether config still has each UID, so the
+//     logs of a pod that ended last as long as the pod is in config.
+//  6. Turn a PodStatus into a v1.PodStatus with APIStatus.
 //
 // # State directory
 //
@@ -31,8 +34,15 @@
 // record per container (PID, process group, start time in clock ticks
 // since boot, and the boot ID, so a reused PID is never taken for the
 // container's process), its logs and its scratch directory.
-// SyncTerminatedPod removes it. One Runtime at a time may use a state
-// directory.
+// SyncTerminatedPod removes the scratch directory and keeps the rest as the
+// pod's tombstone: its logs and its containers' final states, still
+// readable (LogPath, PodStatus) while config has the pod, and removed by
+// PruneTombstones once it has not. A restarted agent reads tombstones back,
+// so a pod that finished under its restart policy is reported terminal by
+// SyncPod instead of running again, while a container due for a restart
+// (restartPolicy Always) is started again. A UID cleaned up in the same
+// run starts clean when it is synced again. One Runtime at a time may use
+// a state directory.
 //
 // # Concurrency
 //

@@ -57,17 +57,17 @@ func ExampleRuntime() {
 	// SyncPod reports the pod terminal once its container has exited; the
 	// workers then stop it, and the runtime announces its final status.
 	var final processruntime.PodStatus
-	var log []byte
 	for waiting := true; waiting; {
 		select {
 		case <-exited:
-			// Read the log now: the pod's directory goes with its cleanup.
-			log, _ = os.ReadFile(rt.LogPath(pod.UID, "greet"))
 			_ = workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodSync, Pod: pod})
 		case final = <-stopped:
 			waiting = false
 		}
 	}
+	// The log outlives the pod's cleanup: it goes when PruneTombstones is
+	// told config no longer has the pod.
+	log, _ := os.ReadFile(rt.LogPath(pod.UID, "greet"))
 	fmt.Print(string(log))
 	status := processruntime.APIStatus(pod, final)
 	fmt.Println(status.Phase, status.ContainerStatuses[0].State.Terminated.Reason)

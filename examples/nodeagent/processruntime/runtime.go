@@ -132,13 +132,15 @@ type Event struct {
 //
 // Each container runs command+args with the container's env (plus PATH,
 // HOSTNAME, HOME and the PODKIT_* variables) in its workingDir (default:
-// the pod's scratch directory, shared by its containers and removed with
-// the pod — a stand-in for an emptyDir volume), as the leader of its own
-// process group, with stdout and stderr appended to
+// the pod's scratch directory, shared by its containers and removed when
+// the pod is cleaned up — a stand-in for an emptyDir volume), as the
+// leader of its own process group, with stdout and stderr appended to
 // <StateDir>/pods/<uid>/logs/<container>.log. The image is recorded, never
 // pulled. A container ends when its main process ends: processes it left
 // behind in its group are killed then, as a container runtime kills the
-// rest of a container when its init process dies.
+// rest of a container when its init process dies. The logs and the
+// containers' final states outlive the pod's cleanup as its tombstone
+// (SyncTerminatedPod), until PruneTombstones removes them.
 //
 // Methods are safe for concurrent use. The hooks of one pod UID must not
 // run concurrently (the engine guarantees it).
@@ -190,6 +192,15 @@ type podState struct {
 	// stopped: termination finished.
 	stopped  bool
 	finalize func(*v1.PodStatus)
+	// cleanedUp: SyncTerminatedPod succeeded and only the pod's tombstone
+	// (logs and container records) is left. RuntimePods leaves the pod
+	// out; PruneTombstones may remove it.
+	cleanedUp bool
+	// earlier: the tombstone was left by an earlier run and no hook has
+	// ended the pod's life in this one, so SyncPod continues from its
+	// records (a pod that finished stays finished). Otherwise a SyncPod for
+	// a cleaned-up UID is a restart of the UID and starts it clean.
+	earlier bool
 }
 
 // container is one container of a pod: its persisted record and, while it
@@ -310,8 +321,8 @@ func lockDir(dir string) (*os.File, error) {
 }
 
 // recoverState loads the state directory: adopts live processes, records the
-// others as exited with an unknown code, and kills what dead containers
-// left behind.
+// others as exited with an unknown code, kills what dead containers left
+// behind, and reads tombstones back.
 func (r *Runtime) recoverState() {
 	loaded, errs := loadState(r.podsDir)
 	for _, err := range errs {
@@ -363,6 +374,15 @@ func (r *Runtime) recoverState() {
 			c.rec.Exit = &ExitStatus{Code: 137, Reason: ReasonStatusUnknown, Message: "the process ended while the agent was not running", StartedAt: c.rec.StartedAt, FinishedAt: now, ID: containerID(c.rec.PID, c.rec.StartTicks)}
 			c.rec.PID, c.rec.PGID, c.rec.StartTicks = 0, 0, 0
 			r.persistLocked(p, c)
+		}
+		if lp.pod.CleanedUp {
+			if procs := p.procsLocked(); len(procs) > 0 {
+				// Cannot happen unless the directory was tampered with: treat
+				// it as a live pod, so housekeeping kills it if unwanted.
+				r.log.Info("A cleaned-up pod has running processes; it is treated as a running pod", "pod", p.uid, "processes", len(procs))
+				continue
+			}
+			p.cleanedUp, p.stopped, p.earlier = true, true, true
 		}
 	}
 }
@@ -422,24 +442,28 @@ func (r *Runtime) LogPath(uid types.UID, containerName string) string {
 }
 
 // RuntimePods lists every pod the runtime has state for, running or not,
-// sorted by UID: what an agent's housekeeping compares with the pods it
-// knows, killing the others with a RunningPod update (which ends in
-// SyncTerminatingRuntimePod). The slice is the caller's.
+// except tombstones (Tombstones lists those), sorted by UID: what an
+// agent's housekeeping compares with the pods it knows, killing the others
+// with a RunningPod update (which ends in SyncTerminatingRuntimePod). The
+// slice is the caller's.
 func (r *Runtime) RuntimePods() []podworker.RuntimePod {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]podworker.RuntimePod, 0, len(r.pods))
 	for _, p := range r.pods {
-		out = append(out, podworker.RuntimePod{UID: p.uid, Namespace: p.namespace, Name: p.name})
+		if !p.cleanedUp {
+			out = append(out, podworker.RuntimePod{UID: p.uid, Namespace: p.namespace, Name: p.name})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
 	return out
 }
 
 // PodStatus returns a snapshot of the pod. The runtime's view is always
-// current, so newerThan is met at once and PodStatus never blocks. A pod
-// the runtime has no state for yields the zero status with UID and Time
-// set, and no error.
+// current, so newerThan is met at once and PodStatus never blocks. A
+// tombstone yields the pod's final status (Stopped, each container's last
+// exit). A pod the runtime has no state for yields the zero status with
+// UID and Time set, and no error.
 func (r *Runtime) PodStatus(_ context.Context, uid types.UID, _ time.Time) (PodStatus, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -464,11 +488,20 @@ func (r *Runtime) NothingRunning(status PodStatus) bool { return !status.Running
 //
 // It returns terminal true when the pod is done by its restart policy: an
 // init container failed under Never, or every regular container exited and
-// none is to be restarted. A command that cannot be found or started is
-// recorded as an exit with code 128 and ReasonStartError, and then follows
-// the restart policy like any exit. An error wrapping ErrUnsupported means
-// the pod cannot run here (see ValidatePod). status is not used: the
-// runtime reads its own state.
+// none is to be restarted.
+//
+// A UID cleaned up by SyncTerminatedPod in this run starts clean: the
+// engine only syncs it again to restart it. A tombstone an earlier run left
+// (the agent restarted) is instead continued from: its containers' exits
+// are judged by the restart policy as if they had just happened, so a pod
+// that finished is reported terminal at once and nothing starts, while a
+// container due for a restart (Always, or OnFailure after a failure) is
+// started again, its restart count going on.
+//
+// A command that cannot be found or started is recorded as an exit with
+// code 128 and ReasonStartError, and then follows the restart policy like
+// any exit. An error wrapping ErrUnsupported means the pod cannot run here
+// (see ValidatePod). status is not used: the runtime reads its own state.
 func (r *Runtime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v1.Pod, _ PodStatus) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -479,9 +512,9 @@ func (r *Runtime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v
 	if err := ValidatePod(pod); err != nil {
 		return false, err
 	}
-	p, err := r.ensurePod(pod)
-	if err != nil {
-		return false, err
+	p, terminal, err := r.ensurePod(pod)
+	if err != nil || terminal {
+		return terminal, err
 	}
 	startedNow := map[*container]bool{}
 	for {
@@ -620,33 +653,78 @@ func (r *Runtime) advanceBackOffLocked(c *container, now time.Time) {
 }
 
 // ensurePod returns the pod's state, creating its directories and identity
-// file on first use.
-func (r *Runtime) ensurePod(pod *v1.Pod) (*podState, error) {
+// file on first use. For a tombstone it either reports the pod terminal
+// (an earlier run's pod that finished), brings the pod back to life (an
+// earlier run's pod with a container to restart), or discards it and
+// starts the UID clean (a pod cleaned up in this run, now restarted).
+func (r *Runtime) ensurePod(pod *v1.Pod) (p *podState, terminal bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := r.pods[pod.UID]
+	p = r.pods[pod.UID]
+	if p != nil && p.cleanedUp {
+		if !p.earlier {
+			if err := os.RemoveAll(p.dir); err != nil {
+				return nil, false, fmt.Errorf("processruntime: removing the tombstone of pod %s before it restarts: %w", podName(pod), err)
+			}
+			delete(r.pods, pod.UID)
+			p = nil
+		} else {
+			p.spec = pod
+			if r.planLocked(p, pod, r.clock.Now()).terminal {
+				return p, true, nil
+			}
+			if err := r.reviveLocked(p, pod); err != nil {
+				return nil, false, err
+			}
+		}
+	}
 	if p != nil {
 		if p.name == "" {
 			p.namespace, p.name = pod.Namespace, pod.Name
 			r.writePodRecordLocked(p)
 		}
-		return p, nil
+		return p, false, nil
 	}
 	p = &podState{uid: pod.UID, namespace: pod.Namespace, name: pod.Name, dir: r.PodDir(pod.UID), startedAt: r.clock.Now(), containers: map[string]*container{}}
-	for _, d := range []string{containersDir, logsDir, scratchDir} {
-		if err := os.MkdirAll(filepath.Join(p.dir, d), 0o755); err != nil {
-			return nil, fmt.Errorf("processruntime: creating the directory of pod %s: %w", podName(pod), err)
-		}
+	if err := makePodDirs(p.dir); err != nil {
+		return nil, false, fmt.Errorf("processruntime: creating the directory of pod %s: %w", podName(pod), err)
 	}
 	if err := r.writePodRecordLocked(p); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	r.pods[pod.UID] = p
-	return p, nil
+	return p, false, nil
+}
+
+// makePodDirs creates a pod directory's subdirectories.
+func makePodDirs(dir string) error {
+	for _, d := range []string{containersDir, logsDir, scratchDir} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reviveLocked turns an earlier run's tombstone back into a live pod whose
+// containers are about to restart: its scratch directory is made again
+// (empty) and pod.json no longer says cleaned up.
+func (r *Runtime) reviveLocked(p *podState, pod *v1.Pod) error {
+	if err := makePodDirs(p.dir); err != nil {
+		return fmt.Errorf("processruntime: restoring the directory of pod %s: %w", podName(pod), err)
+	}
+	p.cleanedUp = false
+	if err := r.writePodRecordLocked(p); err != nil {
+		p.cleanedUp = true
+		return err
+	}
+	p.stopped, p.earlier, p.finalize = false, false, nil
+	r.log.Info("Restarting a pod an earlier run had cleaned up, as its restart policy says", "pod", podName(pod), "podUID", p.uid)
+	return nil
 }
 
 func (r *Runtime) writePodRecordLocked(p *podState) error {
-	rec := podRecord{UID: p.uid, Namespace: p.namespace, Name: p.name, StartedAt: p.startedAt}
+	rec := podRecord{UID: p.uid, Namespace: p.namespace, Name: p.name, StartedAt: p.startedAt, CleanedUp: p.cleanedUp}
 	if err := writeJSON(filepath.Join(p.dir, podFile), rec); err != nil {
 		return fmt.Errorf("processruntime: recording pod %s/%s: %w", p.namespace, p.name, err)
 	}
@@ -828,6 +906,7 @@ func (r *Runtime) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ PodStat
 		return nil
 	}
 	p.terminating = true
+	p.earlier = false
 	if podStatusFn != nil {
 		p.finalize = podStatusFn
 	}
@@ -942,11 +1021,17 @@ func (r *Runtime) stop(ctx context.Context, procs []*proc, grace time.Duration) 
 	}
 }
 
-// SyncTerminatedPod removes the pod's state directory (process records,
-// logs, scratch directory) and forgets the pod, so the UID starts clean if
-// it is synced again. It is idempotent. It fails, removing nothing, while
-// any process of the pod still runs (SyncTerminatingPod must succeed
-// first). status is not used.
+// SyncTerminatedPod releases the pod's resources: its scratch directory
+// is removed and the pod leaves RuntimePods. What is left is its
+// tombstone: the container logs (LogPath) and the containers' final states
+// (PodStatus), kept while config still has the pod, until PruneTombstones
+// removes them. A SyncPod for the UID afterwards (the engine restarting it)
+// starts it clean. A restarted agent reads the tombstone back, so a pod
+// that finished is not run again (see SyncPod).
+//
+// It is idempotent. It fails, changing nothing, while any process of the
+// pod still runs (SyncTerminatingPod must succeed first), and when the
+// tombstone cannot be recorded (it is retried). status is not used.
 func (r *Runtime) SyncTerminatedPod(_ context.Context, pod *v1.Pod, _ PodStatus) error {
 	if r.closed() {
 		return ErrClosed
@@ -954,7 +1039,98 @@ func (r *Runtime) SyncTerminatedPod(_ context.Context, pod *v1.Pod, _ PodStatus)
 	if err := validUID(pod.UID); err != nil {
 		return fmt.Errorf("processruntime: %w", err)
 	}
-	return r.remove(pod.UID, podName(pod))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.pods[pod.UID]
+	if p == nil {
+		// Never synced (or pruned already): there is nothing to keep.
+		if err := os.RemoveAll(r.PodDir(pod.UID)); err != nil {
+			return fmt.Errorf("processruntime: removing the directory of pod %s: %w", podName(pod), err)
+		}
+		return nil
+	}
+	if err := p.requireStoppedLocked(podName(pod)); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(filepath.Join(p.dir, scratchDir)); err != nil {
+		return fmt.Errorf("processruntime: removing the scratch directory of pod %s: %w", podName(pod), err)
+	}
+	if !p.cleanedUp {
+		p.cleanedUp = true
+		if err := r.writePodRecordLocked(p); err != nil {
+			p.cleanedUp = false
+			return err
+		}
+	}
+	p.terminating, p.stopped, p.earlier = true, true, false
+	return nil
+}
+
+// requireStoppedLocked fails when a container process of the pod runs or
+// is being started.
+func (p *podState) requireStoppedLocked(name string) error {
+	for _, c := range p.containers {
+		if c.proc != nil || c.starting {
+			return fmt.Errorf("processruntime: pod %s still has a running container %q; it must be terminated before it is cleaned up", name, c.rec.Name)
+		}
+	}
+	return nil
+}
+
+// Tombstones lists the pods of which only a tombstone is left (logs and
+// final container states, after SyncTerminatedPod), sorted by UID. The
+// slice is the caller's.
+func (r *Runtime) Tombstones() []podworker.RuntimePod {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []podworker.RuntimePod
+	for _, p := range r.pods {
+		if p.cleanedUp {
+			out = append(out, podworker.RuntimePod{UID: p.uid, Namespace: p.namespace, Name: p.name})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
+	return out
+}
+
+// PruneTombstones removes the tombstones (see SyncTerminatedPod) of the
+// pods keep does not want, and returns their UIDs. An agent calls it from
+// its housekeeping with keep reporting whether config still has the UID, so
+// a pod's logs last exactly as long as the pod is in config. It must only
+// be called once every config source has delivered its pods: a tombstone
+// removed while its pod is still wanted lets the pod run again after an
+// agent restart. keep is called without the runtime's lock held. Pods that
+// are not tombstones are never touched. The error joins the failures to
+// remove a directory (those tombstones are kept, to be pruned next time).
+func (r *Runtime) PruneTombstones(keep func(uid types.UID) bool) ([]types.UID, error) {
+	if r.closed() {
+		return nil, ErrClosed
+	}
+	var drop []types.UID
+	for _, rp := range r.Tombstones() {
+		if !keep(rp.UID) {
+			drop = append(drop, rp.UID)
+		}
+	}
+	var removed []types.UID
+	var errs []error
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, uid := range drop {
+		p := r.pods[uid]
+		if p == nil || !p.cleanedUp {
+			// SyncPod restarted the UID since keep was asked.
+			continue
+		}
+		if err := os.RemoveAll(p.dir); err != nil {
+			errs = append(errs, fmt.Errorf("processruntime: removing the tombstone of pod %s/%s (%s): %w", p.namespace, p.name, uid, err))
+			continue
+		}
+		delete(r.pods, uid)
+		removed = append(removed, uid)
+		r.log.V(2).Info("Removed the tombstone of a pod config no longer has", "pod", uid)
+	}
+	return removed, errors.Join(errs...)
 }
 
 // remove forgets a pod with nothing running and deletes its directory.
@@ -962,10 +1138,8 @@ func (r *Runtime) remove(uid types.UID, name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p := r.pods[uid]; p != nil {
-		for _, c := range p.containers {
-			if c.proc != nil || c.starting {
-				return fmt.Errorf("processruntime: pod %s still has a running container %q; it must be terminated before it is cleaned up", name, c.rec.Name)
-			}
+		if err := p.requireStoppedLocked(name); err != nil {
+			return err
 		}
 		delete(r.pods, uid)
 	}

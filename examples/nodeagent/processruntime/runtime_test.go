@@ -284,29 +284,6 @@ func TestEnvironmentAndWorkingDirectory(t *testing.T) {
 	terminate(t, rt, pod, 1)
 }
 
-func TestSyncTerminatedPodRemovesTheStateDirectory(t *testing.T) {
-	t.Parallel()
-	rt := openRuntime(t, processruntime.Options{})
-	pod := newPod(v1.RestartPolicyAlways, "c", "exec sleep 300")
-	_, err := syncPod(rt, pod)
-	require.NoError(t, err)
-	require.DirExists(t, rt.PodDir(pod.UID))
-	require.FileExists(t, rt.LogPath(pod.UID, "c"))
-	err = rt.SyncTerminatedPod(context.Background(), pod, processruntime.PodStatus{})
-	require.ErrorContains(t, err, "still has a running container")
-	require.DirExists(t, rt.PodDir(pod.UID), "nothing is removed while the pod runs")
-
-	require.NoError(t, rt.SyncTerminatingPod(context.Background(), pod, processruntime.PodStatus{}, 5, nil))
-	for range 2 {
-		require.NoError(t, rt.SyncTerminatedPod(context.Background(), pod, processruntime.PodStatus{}))
-		assert.NoDirExists(t, rt.PodDir(pod.UID))
-		assert.Empty(t, rt.RuntimePods())
-	}
-	st := status(t, rt, pod.UID)
-	assert.Empty(t, st.Containers, "the runtime forgot the pod")
-	assert.True(t, rt.NothingRunning(st))
-}
-
 func TestFinalStatusFuncIsApplied(t *testing.T) {
 	t.Parallel()
 	rt := openRuntime(t, processruntime.Options{})

@@ -21,6 +21,12 @@ import (
 //	<StateDir>/pods/<uid>/scratch/                 the default working directory
 //
 // It is what lets a restarted agent find the processes of its previous run.
+//
+// SyncTerminatedPod removes scratch/ and marks pod.json cleaned up: what is
+// left is the pod's tombstone, its logs and its containers' final states.
+// A restarted agent reads a tombstone back, so a pod that already finished
+// is not run again while config still has it; PruneTombstones removes the
+// tombstones of pods config no longer has.
 
 const (
 	podFile       = "pod.json"
@@ -35,6 +41,9 @@ type podRecord struct {
 	Namespace string    `json:"namespace"`
 	Name      string    `json:"name"`
 	StartedAt time.Time `json:"startedAt"`
+	// CleanedUp is true once SyncTerminatedPod succeeded: the directory is
+	// a tombstone (logs and container records, no scratch directory).
+	CleanedUp bool `json:"cleanedUp,omitempty"`
 }
 
 // containerRecord is containers/<name>.json: enough to find the container's
