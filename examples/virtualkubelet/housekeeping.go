@@ -23,17 +23,24 @@ func (p *Provider) housekeepingLoop(ctx context.Context) {
 	}
 }
 
-// housekeeping is one pass of the loop, as the kubelet's: tell the engine
-// which pods are desired (those whose API object still exists), so it
-// forgets finished pods nobody wants and drives pods whose API object
-// vanished unnoticed to termination; drop the provider's records of what
-// it forgot; and stop backend pods that no pod owns.
+// housekeeping is one pass of the loop, as the kubelet's: stop pods whose
+// API object vanished unnoticed (with a grace period of 1 second, as for
+// DeletePod without a deletion timestamp); tell the engine which pods are
+// desired (those whose API object still exists), so it forgets finished
+// pods nobody wants; drop the provider's records of what it forgot; and
+// stop backend pods that no pod owns.
 func (p *Provider) housekeeping(ctx context.Context) {
 	p.mu.Lock()
 	desired := make([]*v1.Pod, 0, len(p.entries))
-	for _, e := range p.entries {
-		if p.apiHas(e.pod, e) {
+	for uid, e := range p.entries {
+		switch {
+		case p.apiHas(e.pod, e):
 			desired = append(desired, e.pod)
+		case !e.gone:
+			// The API object vanished and no DeletePod said so (virtual-
+			// kubelet removes pods whose status shows nothing running
+			// without calling DeletePod): its grace period is over.
+			p.goneLocked(ctx, uid, e)
 		}
 	}
 	known := p.workers.SyncKnownPods(desired)

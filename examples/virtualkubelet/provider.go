@@ -13,6 +13,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/workqueue"
@@ -302,16 +303,20 @@ func (p *Provider) claimNameLocked(ctx context.Context, pod *v1.Pod) {
 	}
 }
 
-// goneLocked records that e's API object no longer exists and stops it.
+// goneLocked records that e's API object no longer exists and stops it:
+// for the engine it is a pod deleted with grace 0 (which the engine takes
+// as 1 second), so the window reports it deleted and its grace shortens to
+// 1 second, cancelling a longer stop in flight.
 func (p *Provider) goneLocked(ctx context.Context, uid types.UID, e *entry) {
 	e.gone, e.deleting = true, true
-	one := int64(1)
-	err := p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{
-		UpdateType:     podworker.SyncPodKill,
-		Pod:            e.pod,
-		KillPodOptions: &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: &one},
-	})
-	if err != nil {
+	pod := e.pod.DeepCopy()
+	if pod.DeletionTimestamp == nil {
+		now := metav1.NewTime(p.opts.Clock.Now())
+		pod.DeletionTimestamp = &now
+	}
+	pod.DeletionGracePeriodSeconds = new(int64(0))
+	e.pod = pod
+	if err := p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod}); err != nil {
 		// Housekeeping terminates it as an orphan if the engine is still up.
 		p.opts.Logger.Error(err, "Stopping a pod whose API object is gone", "podUID", uid)
 	}

@@ -76,8 +76,13 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v1
 			}
 		}
 	}
+	if rp.Exited() {
+		// Finished on its own. The terminal status is published once, as
+		// final, by SyncTerminatingPod, which the engine runs next.
+		return true, nil
+	}
 	p.publish(pod.UID, podStatus(pod, rp), false)
-	return rp.Exited(), nil
+	return false, nil
 }
 
 // SyncTerminatingPod stops the pod's containers with the engine's grace

@@ -395,6 +395,18 @@ func (c *Cloud) Exit(uid types.UID, exitCode int32) error {
 	return nil
 }
 
+// Lose makes the cloud lose the pod, running or not, as a failed host
+// would: it is gone without having been stopped. Not an API call.
+func (c *Cloud) Lose(uid types.UID) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pods[uid]; !ok {
+		return c.notFound(uid)
+	}
+	delete(c.pods, uid)
+	return nil
+}
+
 // Inject puts a pod into the cloud directly, as one left over from an
 // earlier run of the provider. Its restart policy is Always.
 func (c *Cloud) Inject(pod vk.RemotePod) {
