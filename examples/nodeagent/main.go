@@ -88,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	opts := options{demoTimeout: 45 * time.Second}
 	fs.StringVar(&opts.manifests, "manifests", "", "run the static pod manifests of this `directory` (watched) instead of the demo")
-	fs.StringVar(&opts.stateDir, "state-dir", filepath.Join(os.TempDir(), "podkit-nodeagent"), "`directory` for process records, logs and pod scratch space; a later run adopts or kills what an earlier one left")
+	fs.StringVar(&opts.stateDir, "state-dir", filepath.Join(os.TempDir(), "podkit-nodeagent"), "`directory` for process records, logs and pod scratch space; a later run adopts or kills what an earlier one left, and does not run again the pods that finished (their logs are kept while the pod is in config)")
 	fs.StringVar(&opts.nodeName, "node-name", "podkit-node", "the node's `name` (a DNS subdomain; static pods are named after it)")
 	fs.StringVar(&opts.listen, "listen", "", "serve /pods and /healthz over HTTP on this `address` (e.g. 127.0.0.1:8080)")
 	fs.BoolVar(&opts.untilIdle, "until-idle", false, "with --manifests: shut down once every pod has finished, instead of waiting for SIGINT or SIGTERM")
