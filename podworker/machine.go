@@ -21,6 +21,9 @@ import (
 // delay heap; a record whose hook runs is in neither (fRunning).
 type machine struct {
 	records map[types.UID]*record
+	// peak is the most records held since the map was last rebuilt: Go maps
+	// never give memory back, so syncKnown rebuilds a map that shrank a lot.
+	peak int
 	// static maps a static pod's full name to who holds it and who waits.
 	static map[string]*staticSlot
 	// podsSynced is set by the first SyncKnownPods: from then on an unknown
@@ -147,6 +150,7 @@ func (m *machine) apply(u update, k killRequest) {
 			}
 		}
 		m.records[uid] = r
+		m.peak = max(m.peak, len(m.records))
 		if r.has(fStatic) {
 			m.waitStatic(r)
 		}
@@ -686,7 +690,22 @@ func (m *machine) syncKnown(desired map[types.UID]struct{}) map[types.UID]PodWor
 		p := r.knownPod()
 		out[uid] = PodWorkerSync{State: r.state(), Orphan: orphan, HasConfig: p != nil, Static: r.has(fStatic)}
 	}
+	m.shrinkRecords()
 	return out
+}
+
+// shrinkRecords rebuilds the records map once it holds under a quarter of
+// its peak, so that a burst of pods leaves no memory behind once they are
+// forgotten.
+func (m *machine) shrinkRecords() {
+	if m.peak < 256 || len(m.records) >= m.peak/4 {
+		return
+	}
+	records := make(map[types.UID]*record, len(m.records))
+	for uid, r := range m.records {
+		records[uid] = r
+	}
+	m.records, m.peak = records, len(records)
 }
 
 // removeIfDone forgets r when it is finished or never started, and drives
