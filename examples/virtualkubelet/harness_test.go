@@ -45,6 +45,7 @@ type env struct {
 	cloud    *simcloud.Cloud
 	provider *vk.Provider
 	pc       *node.PodController
+	poll     time.Duration
 }
 
 type envOptions struct {
@@ -54,6 +55,8 @@ type envOptions struct {
 	informerResync time.Duration
 	// before runs after the fakes exist and before anything starts.
 	before func(e *env)
+	// poll is the interval of eventually's polling; 5ms when zero.
+	poll time.Duration
 	// reactors are prepended to the fake clientset's after the API server
 	// semantics, so they run first.
 	reactors func(c *fake.Clientset)
@@ -62,7 +65,10 @@ type envOptions struct {
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	client := fake.NewClientset()
+	// The fake clientset without field management: NewClientset's tracker
+	// rebuilds a REST mapper on every write, which makes a hundred pods
+	// take seconds under -race, and nothing here uses server-side apply.
+	client := fake.NewSimpleClientset() //nolint:staticcheck // see above
 	apiServerSemantics(client)
 	if o.reactors != nil {
 		o.reactors(client)
@@ -99,7 +105,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 		SyncPodStatusFromProviderRateLimiter: fast(),
 	})
 	require.NoError(t, err)
-	e := &env{t: t, ctx: ctx, client: client, cloud: cloud, provider: provider, pc: pc}
+	e := &env{t: t, ctx: ctx, client: client, cloud: cloud, provider: provider, pc: pc, poll: o.poll}
+	setDefault(&e.poll, 5*time.Millisecond)
 	if o.before != nil {
 		o.before(e)
 	}
@@ -250,7 +257,7 @@ func (e *env) apiPod(name string) *v1.Pod {
 // eventually polls cond until it holds, failing the test after patience.
 func (e *env) eventually(what string, cond func() bool) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, patience, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(e.ctx, e.poll, patience, true, func(context.Context) (bool, error) {
 		return cond(), nil
 	})
 	require.NoError(e.t, err, "waiting for %s", what)
