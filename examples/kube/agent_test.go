@@ -411,6 +411,22 @@ func testAgentRestart(t *testing.T, c *cluster) {
 	now, err = c.admin.CoreV1().Pods("default").Get(testContext(t), short.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, v1.PodSucceeded, now.Status.Phase)
+
+	// The new agent stops the process it adopted when its pod is deleted.
+	// (This also ends the test with nothing running: the first agent's
+	// runtime still waits for the processes it started, since they are
+	// children of this test process, and records their exit in the state
+	// directory.)
+	w = watchPod(t, c, long.Name)
+	require.NoError(t, c.admin.CoreV1().Pods("default").Delete(testContext(t), long.Name, metav1.DeleteOptions{}))
+	_, err = watchtools.UntilWithoutRetry(testContext(t), w, func(ev watch.Event) (bool, error) {
+		if ev.Type != watch.Deleted {
+			return false, nil
+		}
+		assert.Empty(t, processesOf(t, long.UID))
+		return true, nil
+	})
+	require.NoError(t, err)
 }
 
 // testAgentRejects: a pod the process runtime cannot run is rejected at

@@ -77,7 +77,10 @@ type StatusWriterOptions struct {
 //   - A terminal phase (Succeeded, Failed) is withheld, the stored phase
 //     kept, while PodWindow.CouldHaveRunningContainers is true: the API
 //     server must not say a pod is done while a process of it may run. It
-//     is written once the worker reports the pod terminated.
+//     is written once the worker reports the pod terminated (a withheld
+//     phase is also checked again with backoff, for pods the workers never
+//     ran, such as those rejected at admission, which are not known to be
+//     stopped until the workers are synced).
 //   - Once a pod that has a deletion timestamp is finished
 //     (PodWindow.ShouldPodBeFinished), its final status is written and it
 //     is deleted with grace period 0 and a UID precondition: the step that

@@ -1,0 +1,74 @@
+package kube_test
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/mirror"
+	"github.com/podkit/podkit/podmanager"
+	"github.com/podkit/podkit/podworker"
+)
+
+// This example wires the package's pieces around a syncer that runs
+// nothing, to show where each goes; package agent does the same around the
+// process runtime. It needs a cluster, so it is compiled but not run.
+func Example() {
+	const node = "my-node"
+	cfg, err := clientcmd.BuildConfigFromFlags("", "/path/to/node/kubeconfig")
+	if err != nil {
+		panic(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+
+	// 1. The Node.
+	if _, err := kube.RegisterNode(ctx, cs.CoreV1(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
+		panic(err)
+	}
+
+	// 2. The status writer around the pod workers' syncer.
+	writer, err := kube.NewStatusWriter(cs.CoreV1(), kube.StatusWriterOptions{})
+	if err != nil {
+		panic(err)
+	}
+	syncer := podworker.PodSyncerFuncs[struct{}]{} // your runtime here
+	status := func(_ context.Context, pod *v1.Pod) (v1.PodStatus, error) {
+		return v1.PodStatus{Phase: v1.PodRunning, StartTime: &metav1.Time{Time: time.Now()}}, nil // derived from your runtime
+	}
+	workers, err := podworker.New(kube.WrapSyncer(syncer, writer, status), podworker.Options[struct{}]{})
+	if err != nil {
+		panic(err)
+	}
+
+	// 3. The sync loop, with real mirror pods and the API source listed.
+	handler, err := lifecycle.NewHandler(workers, podmanager.New(), lifecycle.Options{
+		MirrorClient: mirror.NewClient(kube.NewPodAPI(cs.CoreV1()), node, kube.NodeUID(cs.CoreV1(), node)),
+		OnReject:     func(_ context.Context, pod *v1.Pod, st v1.PodStatus) { writer.SetPodStatus(pod, st) },
+		Sources:      []string{mirror.ApiserverSource},
+		RunWorkers:   workers.Run,
+	})
+	if err != nil {
+		panic(err)
+	}
+	config, err := lifecycle.NewConfig(lifecycle.ConfigOptions{})
+	if err != nil {
+		panic(err)
+	}
+	source, err := kube.NewAPISource(cs.CoreV1(), node, kube.APISourceOptions{})
+	if err != nil {
+		panic(err)
+	}
+
+	// 4. Run everything.
+	go func() { _ = writer.Run(ctx, workers) }()
+	go func() { _ = source.Run(ctx, config) }()
+	go func() { _ = (&kube.NodeHeartbeat{Client: cs, NodeName: node}).Run(ctx) }()
+	_ = handler.Run(ctx, config.Updates())
+}
