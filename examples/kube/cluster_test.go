@@ -36,7 +36,7 @@ const waitTimeout = 60 * time.Second
 // testNodes are the nodes the subtests use; each gets a bearer token.
 var testNodes = []string{
 	"mirror-node", "ident-a", "ident-b", "source-node", "writer-node",
-	"lifecycle-node", "graceful-node", "force-node", "static-node", "restart-node", "reject-node",
+	"lifecycle-node", "graceful-node", "force-node", "static-node", "restart-node", "reject-node", "cmd-node",
 }
 
 func TestAPIServer(t *testing.T) {
@@ -51,6 +51,7 @@ func TestAPIServer(t *testing.T) {
 	t.Run("AgentStaticPod", func(t *testing.T) { t.Parallel(); testAgentStaticPod(t, c) })
 	t.Run("AgentRestart", func(t *testing.T) { t.Parallel(); testAgentRestart(t, c) })
 	t.Run("AgentRejectsUnsupportedPod", func(t *testing.T) { t.Parallel(); testAgentRejects(t, c) })
+	t.Run("Command", func(t *testing.T) { t.Parallel(); testCommand(t, c) })
 }
 
 // cluster is a real kube-apiserver over a real embedded etcd, running in the
