@@ -30,7 +30,7 @@ type machine struct {
 	// UID is known not to run.
 	podsSynced bool
 
-	readyTerm, readySync queue
+	readyTerm, readySync list
 	delayed              timerheap.Heap[*record]
 	// earliest is set when the delay heap's first due time moved earlier.
 	earliest bool
@@ -65,9 +65,11 @@ func (m *machine) now() time.Time {
 // staticSlot serializes static pods sharing a full name: one holder at a
 // time, the others waiting in arrival order.
 type staticSlot struct {
-	holder     *record
-	head, tail *record
+	holder  *record
+	waiting list
 }
+
+func newStaticSlot() *staticSlot { return &staticSlot{waiting: list{kind: waitLink}} }
 
 // killRequest is the part of KillPodOptions the machine keeps.
 type killRequest struct {
@@ -96,6 +98,8 @@ func newMachine(clk clock.PassiveClock, resync, backOff, maxBackOff time.Duratio
 		clock:      clk,
 		records:    map[types.UID]*record{},
 		static:     map[string]*staticSlot{},
+		readyTerm:  list{kind: readyLink},
+		readySync:  list{kind: readyLink},
 		resync:     resync,
 		backOff:    backOff,
 		maxBackOff: maxBackOff,
@@ -555,11 +559,11 @@ func (m *machine) allowStart(r *record) (allow, never bool) {
 	s := m.static[r.fullName]
 	switch {
 	case s == nil:
-		s = &staticSlot{}
+		s = newStaticSlot()
 		m.static[r.fullName] = s
 	case s.holder == r:
 		return true, false
-	case s.holder != nil, s.head != nil && s.head != r:
+	case s.holder != nil, s.waiting.head != nil && s.waiting.head != r:
 		return false, false
 	}
 	if r.has(fWaiting) {
@@ -587,31 +591,15 @@ func (m *machine) cleanupUnstarted(r *record) {
 func (m *machine) waitStatic(r *record) {
 	s := m.static[r.fullName]
 	if s == nil {
-		s = &staticSlot{}
+		s = newStaticSlot()
 		m.static[r.fullName] = s
 	}
-	r.wprev, r.wnext = s.tail, nil
-	if s.tail != nil {
-		s.tail.wnext = r
-	} else {
-		s.head = r
-	}
-	s.tail = r
+	s.waiting.push(r)
 	r.flags |= fWaiting
 }
 
 func (s *staticSlot) unlink(r *record) {
-	if r.wprev != nil {
-		r.wprev.wnext = r.wnext
-	} else {
-		s.head = r.wnext
-	}
-	if r.wnext != nil {
-		r.wnext.wprev = r.wprev
-	} else {
-		s.tail = r.wprev
-	}
-	r.wprev, r.wnext = nil, nil
+	s.waiting.remove(r)
 	r.flags &^= fWaiting
 }
 
@@ -649,9 +637,9 @@ func (m *machine) releaseStatic(r *record) {
 func (m *machine) wakeStatic(fullName string, s *staticSlot) {
 	switch {
 	case s.holder != nil:
-	case s.head != nil:
-		if s.head.has(fHasPending) {
-			m.makeReady(s.head)
+	case s.waiting.head != nil:
+		if next := s.waiting.head; next.has(fHasPending) {
+			m.makeReady(next)
 		}
 	default:
 		delete(m.static, fullName)

@@ -98,14 +98,13 @@ type record struct {
 	// it, and again after it is cancelled.
 	ctx *hookCtx
 
-	// qprev and qnext link the record in a ready queue.
-	qprev, qnext *record
+	// link holds the record's places in two intrusive lists: a ready
+	// queue (readyLink) and a static full name's waiting list (waitLink).
+	link [2]links
 	// heapIdx is the record's place in the delay heap, -1 when absent;
 	// due is when it should run again.
 	heapIdx int
 	due     time.Time
-	// wprev and wnext link a static record in its full name's waiting list.
-	wprev, wnext *record
 }
 
 func (r *record) has(f flags) bool { return r.flags&f != 0 }
@@ -192,42 +191,55 @@ func (r *record) info() PodInfo {
 	return info
 }
 
-// queue is an intrusive FIFO of records.
-type queue struct {
+// Which of a record's links a list uses.
+const (
+	readyLink = iota
+	waitLink
+)
+
+// links are a record's neighbours in one list.
+type links struct{ prev, next *record }
+
+// list is an intrusive FIFO of records, threaded through link[kind]: a
+// record can be in one list of each kind at once, and push, remove and pop
+// are O(1) with no allocation.
+type list struct {
 	head, tail *record
 	n          int
+	kind       int
 }
 
-func (q *queue) push(r *record) {
-	r.qprev, r.qnext = q.tail, nil
-	if q.tail != nil {
-		q.tail.qnext = r
+func (l *list) push(r *record) {
+	r.link[l.kind] = links{prev: l.tail}
+	if l.tail != nil {
+		l.tail.link[l.kind].next = r
 	} else {
-		q.head = r
+		l.head = r
 	}
-	q.tail = r
-	q.n++
+	l.tail = r
+	l.n++
 }
 
-func (q *queue) remove(r *record) {
-	if r.qprev != nil {
-		r.qprev.qnext = r.qnext
+func (l *list) remove(r *record) {
+	lk := &r.link[l.kind]
+	if lk.prev != nil {
+		lk.prev.link[l.kind].next = lk.next
 	} else {
-		q.head = r.qnext
+		l.head = lk.next
 	}
-	if r.qnext != nil {
-		r.qnext.qprev = r.qprev
+	if lk.next != nil {
+		lk.next.link[l.kind].prev = lk.prev
 	} else {
-		q.tail = r.qprev
+		l.tail = lk.prev
 	}
-	r.qprev, r.qnext = nil, nil
-	q.n--
+	*lk = links{}
+	l.n--
 }
 
-func (q *queue) pop() *record {
-	r := q.head
+func (l *list) pop() *record {
+	r := l.head
 	if r != nil {
-		q.remove(r)
+		l.remove(r)
 	}
 	return r
 }
