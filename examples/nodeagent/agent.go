@@ -102,10 +102,9 @@ func (r *podRecord) apiStatus() (v1.PodStatus, bool) {
 // agent is the node agent: config sources feed a lifecycle.Handler, which
 // drives the pod workers, which call the process runtime.
 type agent struct {
-	opts  options
-	out   io.Writer
-	log   logr.Logger
-	start time.Time
+	console
+	opts options
+	log  logr.Logger
 
 	rt          *processruntime.Runtime
 	workers     *podworker.PodWorkers[processruntime.PodStatus]
@@ -116,9 +115,6 @@ type agent struct {
 	manifests   *lifecycle.ManifestSource
 	manifestDir string
 	listener    net.Listener
-
-	// outMu keeps output lines whole.
-	outMu sync.Mutex
 
 	// mu guards the fields below.
 	mu    sync.Mutex
@@ -138,10 +134,9 @@ type agent struct {
 // the config sources. It starts nothing but the HTTP listener's socket.
 func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 	a := &agent{
+		console:   newConsole(out),
 		opts:      opts,
-		out:       out,
 		log:       log,
-		start:     time.Now(),
 		pods:      map[types.UID]*podRecord{},
 		changed:   make(chan struct{}),
 		eventWake: make(chan struct{}, 1),

@@ -23,19 +23,6 @@ func (a *agent) say(format string, args ...any) {
 // line prints one line about pod (empty: the agent), stamped now.
 func (a *agent) line(pod, msg string) { a.lineAt(time.Now(), pod, msg) }
 
-// lineAt prints one line about pod (empty: the agent), stamped with the
-// time since the agent started at t, when it happened.
-func (a *agent) lineAt(t time.Time, pod, msg string) {
-	a.outMu.Lock()
-	defer a.outMu.Unlock()
-	elapsed := t.Sub(a.start).Seconds()
-	if pod == "" {
-		fmt.Fprintf(a.out, "%7.3fs  %s\n", elapsed, msg)
-		return
-	}
-	fmt.Fprintf(a.out, "%7.3fs  %-31s %s\n", elapsed, pod, msg)
-}
-
 // onTransition records a pod worker's stage change and prints it: one line
 // per transition, "from → to" and why.
 func (a *agent) onTransition(tr podworker.Transition) {

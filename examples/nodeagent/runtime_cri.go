@@ -75,10 +75,9 @@ func (o runtimeOptions) validate(opts options) error {
 // hooks are a cri.Syncer. It prints each pod's lifecycle transitions and
 // phase changes, and a summary at the end.
 type criAgent struct {
-	opts  options
-	out   io.Writer
-	log   logr.Logger
-	start time.Time
+	console
+	opts options
+	log  logr.Logger
 
 	client    *cri.Client
 	syncer    *cri.Syncer
@@ -88,8 +87,6 @@ type criAgent struct {
 	config    *lifecycle.Config
 	manifests *lifecycle.ManifestSource
 
-	// outMu keeps output lines whole.
-	outMu sync.Mutex
 	// mu guards statuses: each pod's last API status, from the syncer.
 	mu       sync.Mutex
 	statuses map[types.UID]criPodStatus
@@ -106,7 +103,7 @@ type criPodStatus struct {
 // shuts the node down (every pod terminated with its grace period and
 // removed) and prints the summary. It returns the exit code.
 func runCRI(ctx context.Context, opts options, stdout, stderr io.Writer) int {
-	a := &criAgent{opts: opts, out: stdout, log: newLogger(stderr, opts.verbosity), start: time.Now(), statuses: map[types.UID]criPodStatus{}}
+	a := &criAgent{console: newConsole(stdout), opts: opts, log: newLogger(stderr, opts.verbosity), statuses: map[types.UID]criPodStatus{}}
 	if err := a.run(ctx); err != nil {
 		fmt.Fprintf(stderr, "nodeagent: %v\n", err)
 		return exitFailed
@@ -137,7 +134,7 @@ func (a *criAgent) run(ctx context.Context) error {
 	go func() {
 		defer close(printed)
 		for tr := range transitions {
-			a.line(tr.Time, tr.FullName, tr.From.String()+" → "+tr.To.String())
+			a.lineAt(tr.Time, tr.FullName, tr.From.String()+" → "+tr.To.String())
 		}
 	}()
 
@@ -251,7 +248,7 @@ func (a *criAgent) onStatus(pod *v1.Pod, status v1.PodStatus) {
 		if status.PodIP != "" {
 			msg += ", IP " + status.PodIP
 		}
-		a.line(time.Now(), mirror.PodFullName(pod), msg)
+		a.lineAt(time.Now(), mirror.PodFullName(pod), msg)
 	}
 }
 
@@ -318,20 +315,7 @@ func (a *criAgent) poll(ctx context.Context, cond func() bool) error {
 
 // say prints a line about the agent itself.
 func (a *criAgent) say(format string, args ...any) {
-	a.line(time.Now(), "", fmt.Sprintf(format, args...))
-}
-
-// line prints one line about pod (empty: the agent), stamped with the time
-// since the agent started.
-func (a *criAgent) line(t time.Time, pod, msg string) {
-	a.outMu.Lock()
-	defer a.outMu.Unlock()
-	elapsed := t.Sub(a.start).Seconds()
-	if pod == "" {
-		fmt.Fprintf(a.out, "%7.3fs  %s\n", elapsed, msg)
-		return
-	}
-	fmt.Fprintf(a.out, "%7.3fs  %-31s %s\n", elapsed, pod, msg)
+	a.lineAt(time.Now(), "", fmt.Sprintf(format, args...))
 }
 
 // printSummary prints each pod's last status: phase and how each container
@@ -357,6 +341,6 @@ func (a *criAgent) printSummary() {
 				parts = append(parts, fmt.Sprintf("%s waiting: %s", cs.Name, cs.State.Waiting.Reason))
 			}
 		}
-		a.line(time.Now(), p.name, fmt.Sprintf("%s; %s", p.status.Phase, strings.Join(parts, ", ")))
+		a.lineAt(time.Now(), p.name, fmt.Sprintf("%s; %s", p.status.Phase, strings.Join(parts, ", ")))
 	}
 }

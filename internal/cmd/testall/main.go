@@ -30,7 +30,9 @@ func main() {
 	if err != nil {
 		fail("testall: finding modules: %v", err)
 	}
-	args := []string{"test"}
+	// -count=1: every run really runs the tests (no cached results); a
+	// -count given on the command line comes later and wins.
+	args := []string{"test", "-count=1"}
 	if raceAvailable() {
 		args = append(args, "-race")
 	} else {
