@@ -28,7 +28,10 @@ func TestEscalatesToSIGKILLAfterTheGracePeriod(t *testing.T) {
 	pod := newPod(v1.RestartPolicyAlways, "stubborn", ignoresTerm, "polite", "exec sleep 300")
 	_, err := syncPod(rt, pod)
 	require.NoError(t, err)
-	eventually(t, 5*time.Second, "both containers run", func() bool { return len(processes(t, pod.UID)) >= 2 })
+	// Three processes: the polite sleep, and the stubborn shell with the
+	// sleep of its loop, which it only starts after its trap is set (a
+	// SIGTERM before that would end it early).
+	eventually(t, 5*time.Second, "both containers run, the stubborn one inside its loop", func() bool { return len(processes(t, pod.UID)) >= 3 })
 
 	start := time.Now()
 	require.NoError(t, rt.SyncTerminatingPod(context.Background(), pod, processruntime.PodStatus{}, 1, nil))
