@@ -96,16 +96,12 @@ func (e *realEnv) conformance(t *testing.T) {
 		s, err := cri.New(e.cd.Client, e.cd.Client, cri.Options{Images: e.cd.Client, RuntimeName: "containerd"})
 		require.NoError(t, err)
 		return podworkertest.ConformanceTarget[*cri.PodStatus]{
-			// No Status: the suite reads the status with the context it is
-			// about to cancel (or already has), and a real runtime honours
-			// that cancellation, which the suite counts as a failure. The
-			// Syncer reads the status itself when given none, under the
-			// hook's context; the engine-driven subtests above use Status.
 			Syncer: s,
-			Probe:  criProbe(e.cd.Client),
+			Status: s,
+			Probe:  trappedProbe(e.cd.Client),
 			Containers: podworkertest.ConformanceContainers{
 				LongRunning: v1.Container{Image: busybox, Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"}},
-				IgnoresTerm: v1.Container{Image: busybox, Command: []string{"sh", "-c", "trap '' TERM; sleep 3600 & wait"}},
+				IgnoresTerm: v1.Container{Image: busybox, Command: []string{"sh", "-c", "trap '' TERM; : > /trapped; sleep 3600 & wait"}},
 				Succeeds:    v1.Container{Image: busybox, Command: []string{"true"}},
 			},
 		}
@@ -114,6 +110,27 @@ func (e *realEnv) conformance(t *testing.T) {
 	pods, err := e.syncer.ListRuntimePods(testContext(t))
 	require.NoError(t, err)
 	assert.Empty(t, pods, "the suite left pods behind")
+}
+
+// trappedProbe is criProbe, except that the suite's SIGTERM-ignoring
+// container ("stubborn") counts as running only once its shell has set its
+// trap (it then creates /trapped): a SIGTERM sent before that would end it
+// early, and the grace-period checks would be racing the shell.
+func trappedProbe(c *cri.Client) podworkertest.Probe {
+	base := criProbe(c)
+	return podworkertest.ProbeFunc(func(ctx context.Context, uid types.UID) (map[string]string, error) {
+		running, err := base.Running(ctx, uid)
+		if err != nil {
+			return nil, err
+		}
+		if v, ok := running["stubborn"]; ok {
+			id, _, _ := strings.Cut(v, "@")
+			if _, _, err := c.ExecSync(ctx, id, []string{"sh", "-c", "[ -e /trapped ]"}, 5*time.Second); err != nil {
+				delete(running, "stubborn")
+			}
+		}
+		return running, nil
+	})
 }
 
 // newWorkers starts an engine over the recording wrapper, stopped when t
