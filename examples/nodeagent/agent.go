@@ -338,18 +338,7 @@ func (a *agent) run(ctx context.Context) error {
 	a.shuttingDown = true
 	a.mu.Unlock()
 	a.say("shutting down the node: every pod is terminated with its grace period (budget %v)", a.opts.shutdownGrace)
-	report, err := a.handler.ShutdownNode(context.Background(), lifecycle.ShutdownOptions{GracePeriod: a.opts.shutdownGrace})
-	if err != nil {
-		errs = append(errs, fmt.Errorf("node shutdown: %w", err))
-	}
-	for _, p := range report.NotTerminated {
-		errs = append(errs, fmt.Errorf("pod %s was not terminated", p.FullName))
-	}
-	// A last housekeeping pass kills what no worker knows (leftovers of a
-	// previous run the sync loop has not reached yet).
-	if err := a.handler.Housekeeping(context.Background()); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, shutdownNode(a.handler, a.opts.shutdownGrace)...)
 	if err := a.waitCleanedUp(5 * time.Second); err != nil {
 		errs = append(errs, err)
 	}

@@ -159,16 +159,7 @@ func (a *criAgent) run(ctx context.Context) error {
 	}
 
 	a.say("shutting down the node: every pod is terminated with its grace period (budget %v)", a.opts.shutdownGrace)
-	report, err := a.handler.ShutdownNode(context.Background(), lifecycle.ShutdownOptions{GracePeriod: a.opts.shutdownGrace})
-	if err != nil {
-		errs = append(errs, fmt.Errorf("node shutdown: %w", err))
-	}
-	for _, p := range report.NotTerminated {
-		errs = append(errs, fmt.Errorf("pod %s was not terminated", p.FullName))
-	}
-	if err := a.handler.Housekeeping(context.Background()); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, shutdownNode(a.handler, a.opts.shutdownGrace)...)
 	cleanCtx, cancelClean := context.WithTimeout(context.Background(), 10*time.Second)
 	if err := a.poll(cleanCtx, a.cleanedUp); err != nil {
 		pods, _ := a.syncer.ListRuntimePods(context.Background())
