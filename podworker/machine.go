@@ -656,9 +656,7 @@ func (m *machine) forget(r *record) {
 // remove takes r out of the engine without reporting the stage change.
 func (m *machine) remove(r *record) {
 	m.unqueue(r)
-	if r.has(fWaiting) || r.has(fStatic) {
-		m.releaseStatic(r)
-	}
+	m.releaseStatic(r)
 	r.cancelHooks()
 	r.closeCompleted()
 	delete(m.records, r.uid)
