@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
@@ -126,6 +127,18 @@ func killAtEnd(t *testing.T, uid types.UID) {
 // to dir.
 func shell(dir, script string) []string {
 	return []string{"/bin/sh", "-c", "D=" + dir + "; " + script}
+}
+
+// waitForFile waits until the container script touches path: the scripts
+// that trap SIGTERM do once the trap is set, since a SIGTERM before that
+// would end them with 143 instead of running their handler.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(path)
+		return err == nil, nil
+	})
+	require.NoError(t, err, "waiting for %s", path)
 }
 
 // lines returns the lines of a file, none if it does not exist.
@@ -255,8 +268,9 @@ func testAgentGracefulDelete(t *testing.T, c *cluster) {
 
 	// On SIGTERM the container takes a second to shut down, then exits 0.
 	pod := createPod(t, c, apiPod("graceful", node, shell(dir,
-		`trap 'sleep 1; touch $D/stopped; exit 0' TERM; while true; do sleep 0.05; done`)...))
+		`trap 'sleep 1; touch $D/stopped; exit 0' TERM; touch $D/trapped; while true; do sleep 0.05; done`)...))
 	waitForPod(t, c.admin, "default", pod.Name, "Running", isPhase(v1.PodRunning))
+	waitForFile(t, filepath.Join(dir, "trapped"))
 	require.NotEmpty(t, processesOf(t, pod.UID))
 
 	w := watchPod(t, c, pod.Name)
@@ -369,10 +383,11 @@ func testAgentRestart(t *testing.T, c *cluster) {
 	long := createPod(t, c, apiPod("long", node, shell(longDir, `echo $$ >> $D/runs; while true; do sleep 0.05; done`)...))
 	short := createPod(t, c, apiPod("short", node, shell(shortDir, `echo $$ >> $D/runs; exit 0`)...))
 	doomed := createPod(t, c, apiPod("doomed", node, shell(doomedDir,
-		`echo $$ >> $D/runs; trap 'touch $D/stopped; exit 0' TERM; while true; do sleep 0.05; done`)...))
+		`echo $$ >> $D/runs; trap 'touch $D/stopped; exit 0' TERM; touch $D/trapped; while true; do sleep 0.05; done`)...))
 	longRunning := waitForPod(t, c.admin, "default", long.Name, "Running", isPhase(v1.PodRunning))
 	waitForPod(t, c.admin, "default", short.Name, "Succeeded", isPhase(v1.PodSucceeded))
 	waitForPod(t, c.admin, "default", doomed.Name, "Running", isPhase(v1.PodRunning))
+	waitForFile(t, filepath.Join(doomedDir, "trapped"))
 	first.waitWorker(t, short.UID, "finished", func(info podworker.PodInfo, ok bool) bool { return ok && info.Finished })
 	longProcs := mainProcesses(t, long.UID)
 	require.NotEmpty(t, longProcs)

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -296,7 +297,7 @@ spec:
   containers:
   - name: main
     image: example.com/stubborn
-    command: [sh, -c, "trap '' TERM; sleep 300 & while :; do sleep 1; done"]
+    command: [sh, -c, "trap '' TERM; sleep 300 & echo trapped; while :; do sleep 1; done"]
 `)
 	writeManifest(t, opts.manifests, "polite", `apiVersion: v1
 kind: Pod
@@ -306,12 +307,20 @@ spec:
   - {name: main, image: example.com/polite, command: [sleep, "300"]}
 `)
 	a, out, stop, wait := startAgent(t, opts)
-	waitFor(t, a, "both pods to run", func() bool {
+	waitFor(t, a, "both pods to run, the stubborn one past its trap", func() bool {
 		running := 0
 		for _, info := range a.workers.Pods() {
-			if st, _ := a.rt.PodStatus(context.Background(), info.UID, time.Time{}); st.Running() {
-				running++
+			if st, _ := a.rt.PodStatus(context.Background(), info.UID, time.Time{}); !st.Running() {
+				continue
 			}
+			if strings.HasPrefix(info.FullName, "stubborn") {
+				// A SIGTERM before the trap is set would end the shell.
+				log, _ := os.ReadFile(a.rt.LogPath(info.UID, "main"))
+				if !strings.Contains(string(log), "trapped") {
+					continue
+				}
+			}
+			running++
 		}
 		return running == 2
 	})

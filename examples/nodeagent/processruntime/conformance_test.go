@@ -2,9 +2,7 @@ package processruntime_test
 
 import (
 	"context"
-	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,22 +35,6 @@ var procProbe = podworkertest.ProbeFunc(func(_ context.Context, uid types.UID) (
 	}
 	return out, nil
 })
-
-// termIgnored reports whether the process ignores SIGTERM (bit 15 of the
-// SigIgn mask in /proc/PID/status).
-func termIgnored(pid int) bool {
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if mask, ok := strings.CutPrefix(line, "SigIgn:"); ok {
-			v, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
-			return err == nil && v&(1<<(15-1)) != 0
-		}
-	}
-	return false
-}
 
 var conformanceContainers = podworkertest.ConformanceContainers{
 	LongRunning: v1.Container{Command: []string{"sleep", "3600"}},

@@ -3,6 +3,9 @@ package processruntime_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,6 +120,34 @@ func processes(t *testing.T, uid types.UID) []processruntime.Process {
 	found, err := processruntime.ScanProcesses(func(u string) bool { return u == string(uid) })
 	require.NoError(t, err)
 	return found
+}
+
+// termIgnored reports whether the process ignores SIGTERM (bit 15 of the
+// SigIgn mask in /proc/PID/status).
+func termIgnored(pid int) bool {
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if mask, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			v, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+			return err == nil && v&(1<<(15-1)) != 0
+		}
+	}
+	return false
+}
+
+// ignoringTerm reports whether container's main process in pod uid runs
+// and has set its SIGTERM trap, so that only SIGKILL ends it.
+func ignoringTerm(t *testing.T, uid types.UID, container string) bool {
+	t.Helper()
+	for _, p := range processes(t, uid) {
+		if p.Leader && p.Container == container && termIgnored(p.PID) {
+			return true
+		}
+	}
+	return false
 }
 
 // eventually polls cond every 20ms until it holds, failing after limit.
