@@ -278,7 +278,9 @@ func TestOrphanedMirrorKeptWhileStaticPodTerminates(t *testing.T) {
 		name := mirror.PodFullName(static)
 		e.set(mirror.FileSource, static)
 		e.housekeep()
-		e.set(mirror.ApiserverSource, mirrorOf(static, "mirror-uid-1"))
+		created, ok := e.mirrors.MirrorPod(name)
+		require.True(t, ok, "housekeeping created the mirror")
+		e.set(mirror.ApiserverSource, created)
 		require.Equal(t, []string{name}, e.mirrors.MirrorPodNames())
 
 		gate := e.syncer.Hold(static.UID, podworkertest.HookSyncTerminatingPod)
@@ -298,7 +300,35 @@ func TestOrphanedMirrorKeptWhileStaticPodTerminates(t *testing.T) {
 		deletes := e.mirrors.Deletes()
 		require.Len(t, deletes, 1)
 		assert.Equal(t, name, deletes[0].FullName)
-		assert.Nil(t, deletes[0].UID, "orphans are deleted by full name")
+		require.NotNil(t, deletes[0].UID, "an orphan is deleted with the UID of the mirror config has as precondition")
+		assert.Equal(t, created.UID, *deletes[0].UID)
+	})
+}
+
+func TestOrphanedMirrorDeleteNamesTheUIDConfigHas(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.start()
+		static := staticPod(t, "", "etcd")
+		name := mirror.PodFullName(static)
+		// The API server holds a mirror config has not seen yet; config
+		// still has an older one under the same name, without its static pod.
+		newer := mirrorOf(static, "mirror-newer")
+		e.mirrors.AddMirrorPod(newer)
+		e.set(mirror.ApiserverSource, mirrorOf(static, "mirror-older"))
+
+		e.housekeep()
+		deletes := e.mirrors.Deletes()
+		require.Len(t, deletes, 1)
+		require.NotNil(t, deletes[0].UID)
+		assert.Equal(t, types.UID("mirror-older"), *deletes[0].UID)
+		_, ok := e.mirrors.MirrorPod(name)
+		assert.True(t, ok, "the mirror config has not seen is not deleted on the strength of an older one")
+
+		e.set(mirror.ApiserverSource, newer)
+		e.housekeep()
+		_, ok = e.mirrors.MirrorPod(name)
+		assert.False(t, ok, "once config has it, the orphan is deleted")
 	})
 }
 

@@ -49,7 +49,7 @@ func (h *Handler) Housekeeping(ctx context.Context) error {
 	h.loop.Lock()
 	defer h.loop.Unlock()
 
-	pods, _, orphanedMirrors := h.store.GetPodsAndMirrorPods()
+	pods, mirrorPods, orphanedMirrors := h.store.GetPodsAndMirrorPods()
 	working := h.workers.SyncKnownPods(pods)
 
 	desired := make(map[types.UID]struct{}, len(pods))
@@ -64,7 +64,7 @@ func (h *Handler) Housekeeping(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 
-	h.deleteOrphanedMirrors(ctx, orphanedMirrors)
+	h.deleteOrphanedMirrors(ctx, orphanedMirrors, mirrorPods)
 
 	if !h.shuttingDown.Load() {
 		for _, p := range pods {
@@ -130,17 +130,28 @@ func (h *Handler) Housekeeping(ctx context.Context) error {
 }
 
 // deleteOrphanedMirrors deletes the mirror pods whose static pod is gone,
-// except those whose static pod is still terminating.
-func (h *Handler) deleteOrphanedMirrors(ctx context.Context, fullNames []string) {
-	if h.mirrors == nil {
+// except those whose static pod is still terminating. Each delete names
+// the UID of the mirror config has, so it never removes a newer object
+// under that name, and works for a node identity that may no longer read
+// the pod (see mirror.Client.DeleteMirrorPod).
+func (h *Handler) deleteOrphanedMirrors(ctx context.Context, fullNames []string, mirrorPods []*v1.Pod) {
+	if h.mirrors == nil || len(fullNames) == 0 {
 		return
+	}
+	uids := make(map[string]types.UID, len(mirrorPods))
+	for _, m := range mirrorPods {
+		uids[mirror.PodFullName(m)] = m.UID
 	}
 	for _, name := range fullNames {
 		if h.workers.IsPodForMirrorPodTerminatingByFullName(name) {
 			h.log.V(4).Info("Keeping the mirror pod of a static pod that is still terminating", "pod", name)
 			continue
 		}
-		deleted, err := h.mirrors.DeleteMirrorPod(ctx, name, nil)
+		var uid *types.UID
+		if u, ok := uids[name]; ok {
+			uid = &u
+		}
+		deleted, err := h.mirrors.DeleteMirrorPod(ctx, name, uid)
 		if err != nil {
 			h.log.Error(err, "Deleting an orphaned mirror pod failed; housekeeping will retry", "pod", name)
 			continue

@@ -300,6 +300,15 @@ func (c *Client) getNodeUID(ctx context.Context) (types.UID, error) {
 // never deleted by mistake. The API server does not let the mirror
 // annotation be added or removed on an existing pod, so the UID is enough.
 //
+// Under the Node authorizer a node may read only the pods the authorizer
+// knows are bound to it, so the read of a mirror that is already gone (or
+// not yet known to the authorizer) is Forbidden, not NotFound. When uid is
+// given, a Forbidden read is therefore not the end: the delete is sent with
+// the precondition *uid alone, trusting the caller that *uid is the UID of
+// a mirror pod it saw (a UID never changes owner), and a NotFound answer is
+// (false, nil) as above. Without uid a Forbidden read is returned as an
+// error: nothing tells what the name holds.
+//
 // Results:
 //   - deleted: (true, nil);
 //   - no such pod, or its UID is not *uid, or it vanished or changed before
@@ -323,26 +332,31 @@ func (c *Client) DeleteMirrorPod(ctx context.Context, podFullName string, uid *t
 	}
 	logger := c.log(ctx)
 
+	var preconditionUID types.UID
 	current, err := c.api.Get(ctx, namespace, name, metav1.GetOptions{})
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			logger.V(4).Info("Mirror pod to delete is already gone", "pod", podFullName)
+	switch {
+	case err == nil:
+		if uid != nil && current.UID != *uid {
+			logger.V(4).Info("Mirror pod to delete has another UID, not deleting", "pod", podFullName,
+				"wantUID", *uid, "foundUID", current.UID)
 			return false, nil
 		}
+		if !IsMirrorPod(current) {
+			return false, fmt.Errorf("%w: refusing to delete %s (UID %s)", ErrNotMirrorPod, podFullName, current.UID)
+		}
+		preconditionUID = current.UID
+	case apierrors.IsNotFound(err):
+		logger.V(4).Info("Mirror pod to delete is already gone", "pod", podFullName)
+		return false, nil
+	case apierrors.IsForbidden(err) && uid != nil:
+		logger.V(4).Info("Mirror pod to delete cannot be read; deleting it by its UID", "pod", podFullName, "podUID", *uid, "err", err.Error())
+		preconditionUID = *uid
+	default:
 		return false, fmt.Errorf("mirror: deleting mirror pod %s: reading it: %w", podFullName, err)
 	}
-	if uid != nil && current.UID != *uid {
-		logger.V(4).Info("Mirror pod to delete has another UID, not deleting", "pod", podFullName,
-			"wantUID", *uid, "foundUID", current.UID)
-		return false, nil
-	}
-	if !IsMirrorPod(current) {
-		return false, fmt.Errorf("%w: refusing to delete %s (UID %s)", ErrNotMirrorPod, podFullName, current.UID)
-	}
 
-	logger.V(4).Info("Deleting mirror pod", "pod", podFullName, "podUID", current.UID)
+	logger.V(4).Info("Deleting mirror pod", "pod", podFullName, "podUID", preconditionUID)
 	grace := int64(0)
-	preconditionUID := current.UID
 	err = c.api.Delete(ctx, namespace, name, metav1.DeleteOptions{
 		GracePeriodSeconds: &grace,
 		Preconditions:      &metav1.Preconditions{UID: &preconditionUID},

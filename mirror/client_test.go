@@ -265,6 +265,31 @@ func TestDeleteMirrorPod(t *testing.T) {
 			wantVerbs: []mirrortest.Verb{"get", "delete"},
 		},
 		{
+			name: "a Forbidden get with the UID given deletes by that UID", existing: mirrorPodIn("etcd-node-a", "m1", "h"), fullName: fullName,
+			uid:         ptr.To(types.UID("m1")),
+			inject:      map[mirrortest.Verb]error{"get": apierrors.NewForbidden(v1.Resource("pods"), "etcd-node-a", errors.New("no relationship found"))},
+			wantDeleted: true, wantGone: true, wantVerbs: []mirrortest.Verb{"get", "delete"},
+		},
+		{
+			name: "a Forbidden get of a gone mirror with its UID given is not an error", fullName: fullName,
+			uid:       ptr.To(types.UID("m1")),
+			inject:    map[mirrortest.Verb]error{"get": apierrors.NewForbidden(v1.Resource("pods"), "etcd-node-a", errors.New("no relationship found"))},
+			wantGone:  true,
+			wantVerbs: []mirrortest.Verb{"get", "delete"},
+		},
+		{
+			name: "a Forbidden get with the UID given never deletes another UID", existing: regularPod("etcd-node-a", "r1"), fullName: fullName,
+			uid:       ptr.To(types.UID("m1")),
+			inject:    map[mirrortest.Verb]error{"get": apierrors.NewForbidden(v1.Resource("pods"), "etcd-node-a", errors.New("no relationship found"))},
+			wantVerbs: []mirrortest.Verb{"get", "delete"},
+		},
+		{
+			name: "a Forbidden get without a UID is returned", existing: mirrorPodIn("etcd-node-a", "m1", "h"), fullName: fullName,
+			inject:    map[mirrortest.Verb]error{"get": apierrors.NewForbidden(v1.Resource("pods"), "etcd-node-a", errors.New("no relationship found"))},
+			wantErr:   "forbidden",
+			wantVerbs: []mirrortest.Verb{"get"},
+		},
+		{
 			name: "a get error is returned", existing: mirrorPodIn("etcd-node-a", "m1", "h"), fullName: fullName,
 			inject:    map[mirrortest.Verb]error{"get": apierrors.NewServiceUnavailable("etcd is down")},
 			wantErr:   "etcd is down",
@@ -303,8 +328,12 @@ func TestDeleteMirrorPod(t *testing.T) {
 				}
 				assert.Equal(t, ptr.To(int64(0)), c.DeleteOptions.GracePeriodSeconds, "mirrors are deleted at once")
 				require.NotNil(t, c.DeleteOptions.Preconditions)
-				assert.Equal(t, ptr.To(tc.existing.UID), c.DeleteOptions.Preconditions.UID,
-					"the delete is bound to the object that was checked")
+				want := tc.uid
+				if want == nil {
+					want = &tc.existing.UID
+				}
+				assert.Equal(t, want, c.DeleteOptions.Preconditions.UID,
+					"the delete is bound to the object that was checked, or to the UID given")
 			}
 		})
 	}

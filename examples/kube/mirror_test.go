@@ -81,15 +81,18 @@ func testMirrorClient(t *testing.T, c *cluster) {
 	_, err = c.admin.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the mirror is gone at once (grace 0): %v", err)
 
-	// Deleting a mirror that is gone is not an error. (The client reads the
-	// pod first; under the Node authorizer a node may not read a pod that
-	// is not bound to it, and a pod that does not exist is not, so a node
-	// identity gets Forbidden there instead of NotFound: ask as an
-	// administrator.)
+	// Deleting a mirror that is gone is not an error. Under the Node
+	// authorizer a node may not read a pod that is not bound to it, and a
+	// pod that does not exist is not, so the client's read is Forbidden
+	// where an administrator's is NotFound; with the mirror's UID given the
+	// client deletes by that UID, and the API server answers NotFound.
 	adminClient := mirror.NewClient(kube.NewPodAPI(c.admin.CoreV1()), node, kube.NodeUID(c.admin.CoreV1(), node))
 	deleted, err = adminClient.DeleteMirrorPod(ctx, mirror.PodFullName(pod), nil)
 	require.NoError(t, err)
 	assert.False(t, deleted, "deleting a missing mirror is not an error")
+	deleted, err = client.DeleteMirrorPod(ctx, mirror.PodFullName(pod), &got.UID)
+	require.NoError(t, err, "a node deleting a missing mirror by its UID")
+	assert.False(t, deleted)
 	_, err = client.DeleteMirrorPod(ctx, mirror.PodFullName(pod), nil)
-	assert.True(t, apierrors.IsForbidden(err), "a node reads a missing pod as forbidden: %v", err)
+	assert.True(t, apierrors.IsForbidden(err), "without a UID nothing tells a missing pod from one the node may not see: %v", err)
 }
