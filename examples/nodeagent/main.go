@@ -66,6 +66,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "nodeagent: %v\n", err)
 		return exitUsage
 	}
+	if opts.stateDir == "" {
+		// The demo without --state-dir: nothing of it outlives the run.
+		dir, err := os.MkdirTemp("", "podkit-demo-")
+		if err != nil {
+			fmt.Fprintf(stderr, "nodeagent: %v\n", err)
+			return exitFailed
+		}
+		defer os.RemoveAll(dir)
+		opts.stateDir = dir
+	}
 	if opts.runtime == runtimeCRI {
 		return runCRI(ctx, opts, stdout, stderr)
 	}
@@ -88,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	opts := options{demoTimeout: 45 * time.Second}
 	fs.StringVar(&opts.manifests, "manifests", "", "run the static pod manifests of this `directory` (watched) instead of the demo")
-	fs.StringVar(&opts.stateDir, "state-dir", filepath.Join(os.TempDir(), "podkit-nodeagent"), "`directory` for process records, logs and pod scratch space; a later run adopts or kills what an earlier one left, and does not run again the pods that finished (their logs are kept while the pod is in config)")
+	fs.StringVar(&opts.stateDir, "state-dir", "", "`directory` for process records, logs and pod scratch space; a later run adopts or kills what an earlier one left, and does not run again the pods that finished (their logs are kept while the pod is in config). Default: "+filepath.Join(os.TempDir(), "podkit-nodeagent")+" with --manifests; for the demo, a new temporary directory removed at exit, so every demo starts clean")
 	fs.StringVar(&opts.nodeName, "node-name", "podkit-node", "the node's `name` (a DNS subdomain; static pods are named after it)")
 	fs.StringVar(&opts.listen, "listen", "", "serve /pods and /healthz over HTTP on this `address` (e.g. 127.0.0.1:8080)")
 	fs.BoolVar(&opts.untilIdle, "until-idle", false, "with --manifests: shut down once every pod has finished, instead of waiting for SIGINT or SIGTERM")
@@ -114,8 +124,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	} else if opts.untilIdle {
 		return options{}, errors.New("--until-idle needs --manifests (the demo always ends by itself)")
 	}
-	if opts.stateDir == "" {
+	stateDirSet := false
+	fs.Visit(func(f *flag.Flag) { stateDirSet = stateDirSet || f.Name == "state-dir" })
+	switch {
+	case stateDirSet && opts.stateDir == "":
 		return options{}, errors.New("--state-dir must not be empty")
+	case !stateDirSet && !opts.demo():
+		opts.stateDir = filepath.Join(os.TempDir(), "podkit-nodeagent")
 	}
 	if errs := validation.IsDNS1123Subdomain(opts.nodeName); len(errs) > 0 {
 		return options{}, fmt.Errorf("--node-name %q: %s", opts.nodeName, strings.Join(errs, "; "))

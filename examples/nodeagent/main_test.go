@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -414,6 +415,7 @@ func TestFlagsAndStartupErrors(t *testing.T) {
 		{"until-idle alone", []string{"--until-idle"}, exitUsage, "--until-idle needs --manifests"},
 		{"bad node name", []string{"--node-name", "Bad_Node"}, exitUsage, `--node-name "Bad_Node"`},
 		{"bad duration", []string{"--shutdown-grace", "0s"}, exitUsage, "--shutdown-grace must be positive"},
+		{"empty state dir", []string{"--state-dir", ""}, exitUsage, "--state-dir must not be empty"},
 		{"state dir is a file", []string{"--state-dir", file, "--manifests", t.TempDir()}, exitFailed, "state directory: mkdir " + file},
 		{"bad listen address", []string{"--listen", "256.0.0.1:x", "--manifests", t.TempDir(), "--state-dir", t.TempDir()}, exitFailed, "--listen 256.0.0.1:x"},
 		{"help", []string{"-h"}, exitOK, "Usage: nodeagent [flags]"},
@@ -438,6 +440,23 @@ func TestStateDirectoryInUse(t *testing.T) {
 	code := run(context.Background(), []string{"--state-dir", opts.stateDir, "--manifests", opts.manifests}, &stdout, &stderr)
 	assert.Equal(t, exitFailed, code)
 	assert.Contains(t, stderr.String(), "is in use by another runtime")
+}
+
+// The plain demo (no --state-dir) runs in a directory of its own and
+// removes it, so a second run starts as clean as the first.
+func TestDemoWithoutStateDirLeavesNothingBehind(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	for run1 := range 2 {
+		var stdout, stderr syncBuffer
+		code := run(context.Background(), nil, &stdout, &stderr)
+		require.Equal(t, exitOK, code, "run %d; stderr:\n%s", run1+1, stderr.String())
+		assert.Regexp(t, `state in `+regexp.QuoteMeta(tmp)+`/podkit-demo-\d+`, stdout.String())
+		assert.Regexp(t, `default/static-web-podkit-node +Succeeded +0 `, stdout.String(), "run %d: the static pod starts fresh, without restarts of an earlier run", run1+1)
+		left, err := os.ReadDir(tmp)
+		require.NoError(t, err)
+		assert.Empty(t, left, "run %d left its state behind", run1+1)
+	}
 }
 
 func TestDemoNeedsItsCommands(t *testing.T) {
