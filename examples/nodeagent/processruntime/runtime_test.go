@@ -35,7 +35,7 @@ func TestEscalatesToSIGKILLAfterTheGracePeriod(t *testing.T) {
 	require.NoError(t, rt.SyncTerminatingPod(context.Background(), pod, processruntime.PodStatus{}, 1, nil))
 	took := time.Since(start)
 	assert.GreaterOrEqual(t, took, 950*time.Millisecond, "SIGKILL came before the grace period ended")
-	assert.Less(t, took, 2*time.Second, "SIGKILL came long after the grace period")
+	assert.Less(t, took, 4*time.Second, "SIGKILL came long after the grace period (the bound leaves room for a loaded machine)")
 	assert.Empty(t, processes(t, pod.UID), "processes of the pod are left in the process table")
 
 	st := status(t, rt, pod.UID)
