@@ -117,8 +117,7 @@ func (a *agent) playDemo(ctx context.Context) error {
 	graceful, _ := a.api.Pod("graceful")
 	if err := step("the graceful pod to run", func() bool {
 		// Its first line is written once its SIGTERM trap is set.
-		log, _ := os.ReadFile(a.rt.LogPath(graceful.UID, "worker"))
-		return strings.Contains(string(log), "graceful: working")
+		return a.logContains(graceful.UID, "worker", "graceful: working")
 	}); err != nil {
 		return err
 	}
@@ -160,4 +159,11 @@ func (a *agent) stageReached(uid types.UID, stage podworker.Stage) func() bool {
 		rec := a.pods[uid]
 		return rec != nil && rec.maxStage >= stage
 	}
+}
+
+// logContains reports whether the log of the pod's container holds text
+// (false while the log does not exist yet).
+func (a *agent) logContains(uid types.UID, container, text string) bool {
+	log, _ := os.ReadFile(a.rt.LogPath(uid, container))
+	return strings.Contains(string(log), text)
 }

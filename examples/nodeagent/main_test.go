@@ -316,8 +316,7 @@ spec:
 			}
 			if strings.HasPrefix(info.FullName, "stubborn") {
 				// A SIGTERM before the trap is set would end the shell.
-				log, _ := os.ReadFile(a.rt.LogPath(info.UID, "main"))
-				if !strings.Contains(string(log), "trapped") {
+				if !a.logContains(info.UID, "main", "trapped") {
 					continue
 				}
 			}
