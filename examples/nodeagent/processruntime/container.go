@@ -1,0 +1,122 @@
+package processruntime
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// start starts c's process (c.starting is set) and records the outcome.
+func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
+	spec := findContainer(pod, c.rec.Name)
+	now := r.clock.Now()
+
+	r.mu.Lock()
+	if c.rec.Exit != nil {
+		// A restart.
+		r.advanceBackOffLocked(c, now)
+		c.rec.Restarts++
+		c.rec.LastExit, c.rec.Exit = c.rec.Exit, nil
+	}
+	c.rec.Starting = true
+	r.persistLocked(p, c)
+	r.mu.Unlock()
+
+	pr, cmd, logf, err := r.startProcess(p, pod, spec)
+
+	r.mu.Lock()
+	c.starting = false
+	c.rec.Starting = false
+	if err != nil {
+		end := r.clock.Now()
+		c.rec.Exit = &ExitStatus{Code: 128, Reason: ReasonStartError, Message: err.Error(), FinishedAt: end}
+		r.persistLocked(p, c)
+		ev := r.eventLocked(ContainerExited, p, c.rec.Name)
+		r.mu.Unlock()
+		r.log.Info("Container failed to start", "pod", podName(pod), "container", c.rec.Name, "err", err.Error())
+		r.emit(ev)
+		return
+	}
+	c.proc = pr
+	c.rec.PID, c.rec.PGID, c.rec.StartTicks, c.rec.BootID, c.rec.StartedAt = pr.pid, pr.pgid, pr.startTicks, r.bootID, pr.startedAt
+	r.persistLocked(p, c)
+	ev := r.eventLocked(ContainerStarted, p, c.rec.Name)
+	r.mu.Unlock()
+	r.log.V(2).Info("Container started", "pod", podName(pod), "container", c.rec.Name, "pid", pr.pid)
+
+	go r.reap(p, c, pr, cmd, logf)
+	r.emit(ev)
+}
+
+func findContainer(pod *v1.Pod, name string) *v1.Container {
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
+func containerID(pid int, startTicks uint64) string {
+	return fmt.Sprintf("process://%d.%d", pid, startTicks)
+}
+
+// reap waits for the process to exit, kills what it left in its group
+// while its PID is still reserved, reaps it and records the exit.
+func (r *Runtime) reap(p *podState, c *container, pr *proc, cmd *exec.Cmd, logf *os.File) {
+	werr := waitExitedNoReap(pr.pid)
+	pr.mu.Lock()
+	if werr == nil {
+		// The leader is a zombie, so its group ID cannot be reused yet.
+		if err := signalGroup(pr.pgid, syscall.SIGKILL); err != nil {
+			r.log.Error(err, "Cannot kill processes a container left behind", "pod", p.uid, "container", c.rec.Name)
+		}
+	}
+	exit := exitStatus(cmd.Wait(), cmd.ProcessState)
+	pr.reaped = true
+	pr.mu.Unlock()
+	logf.Close()
+	exit.StartedAt, exit.FinishedAt, exit.ID = pr.startedAt, r.clock.Now(), pr.id
+	r.exited(p, c, pr, exit)
+}
+
+// exited records the end of pr, then announces it.
+func (r *Runtime) exited(p *podState, c *container, pr *proc, exit ExitStatus) {
+	r.mu.Lock()
+	if c.proc == pr {
+		c.proc = nil
+		c.rec.PID, c.rec.PGID, c.rec.StartTicks = 0, 0, 0
+		c.rec.Exit = &exit
+		if r.pods[p.uid] == p {
+			r.persistLocked(p, c)
+		}
+	}
+	ev := r.eventLocked(ContainerExited, p, c.rec.Name)
+	r.mu.Unlock()
+	r.log.V(2).Info("Container exited", "pod", p.uid, "container", c.rec.Name, "code", exit.Code, "reason", exit.Reason)
+	// Announce before done closes, so PodStopped always follows.
+	r.emit(ev)
+	close(pr.done)
+}
+
+// signal sends sig to pr's process group, unless pr has already ended.
+func (r *Runtime) signal(pr *proc, sig syscall.Signal) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.reaped {
+		return
+	}
+	if pr.adopted && !sameProcess(pr.pid, pr.startTicks) {
+		// Not our child: its PID may already belong to someone else. Its
+		// watcher kills what it left behind.
+		return
+	}
+	if err := signalGroup(pr.pgid, sig); err != nil {
+		r.log.Error(err, "Cannot signal a container process", "pid", pr.pid)
+	}
+}
