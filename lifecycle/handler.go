@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/podkit/podkit/lifecycle/internal/sourcepods"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
@@ -320,14 +322,14 @@ func (h *Handler) forgetRejected(uid types.UID) bool {
 	return ok
 }
 
-// Dispatch hands one config update to the matching Handle* method: ADD to
-// HandlePodAdditions, UPDATE and DELETE to HandlePodUpdates (a graceful
-// deletion is an update carrying the deletion grace period), REMOVE to
-// HandlePodRemoves, RECONCILE to HandlePodReconcile. Before that it stamps
+// Dispatch hands one config update to the matching Handle* method: OpAdd
+// to HandlePodAdditions, OpUpdate and OpDelete to HandlePodUpdates (a
+// graceful deletion is an update carrying the deletion grace period),
+// OpRemove to HandlePodRemoves, OpReconcile to HandlePodReconcile. Before that it stamps
 // every pod with the kubernetes.io/config.source annotation naming
 // u.Source (copying the pod when it said otherwise: a pod from the API
 // server carrying "file" is still an API pod, never a static one), and
-// drops, with a ReasonFailedValidation event, nil pods, pods without a UID,
+// drops, with a podconfig.ReasonFailedValidation event, nil pods, pods without a UID,
 // mirror pods from a source other than the API server, and pods repeating
 // the full name or UID of an earlier pod of the update. It then counts
 // u.Source as seen (SourcesReady).
@@ -336,15 +338,15 @@ func (h *Handler) forgetRejected(uid types.UID) bool {
 // call it directly, from any goroutine (calls are serialized). It returns
 // an error, and does nothing, for an empty source or an unknown operation.
 // Problems with single pods are logged and recorded, not returned.
-func (h *Handler) Dispatch(ctx context.Context, u PodUpdate) error {
+func (h *Handler) Dispatch(ctx context.Context, u podconfig.PodUpdate) error {
 	if u.Source == "" {
 		return fmt.Errorf("lifecycle: a %s update of %d pods has no source", u.Op, len(u.Pods))
 	}
-	if !u.Op.valid() {
+	if !u.Op.Valid() {
 		return fmt.Errorf("lifecycle: update from source %q has unknown operation %d", u.Source, int(u.Op))
 	}
 	var pods []*v1.Pod
-	if u.Op == REMOVE {
+	if u.Op == podconfig.OpRemove {
 		pods = make([]*v1.Pod, 0, len(u.Pods))
 		for _, p := range u.Pods {
 			if p != nil && p.UID != "" {
@@ -352,20 +354,25 @@ func (h *Handler) Dispatch(ctx context.Context, u PodUpdate) error {
 			}
 		}
 	} else {
-		pods = validPods(u.Source, u.Pods, h.recorder, h.log)
+		pods = sourcepods.Valid(u.Source, u.Pods, func(i int, pod *v1.Pod, reason string) {
+			h.log.Info("Ignoring a pod from a config source", "source", u.Source, "index", i, "reason", reason)
+			if pod != nil {
+				h.recorder.Eventf(pod, v1.EventTypeWarning, podconfig.ReasonFailedValidation, "%s", reason)
+			}
+		})
 	}
 	for i, p := range pods {
-		pods[i] = stampSource(p, u.Source)
+		pods[i] = sourcepods.Stamp(p, u.Source)
 	}
 	h.log.V(2).Info("SyncLoop", "op", u.Op.String(), "source", u.Source, "pods", len(pods))
 	switch u.Op {
-	case ADD:
+	case podconfig.OpAdd:
 		h.HandlePodAdditions(ctx, pods)
-	case UPDATE, DELETE:
+	case podconfig.OpUpdate, podconfig.OpDelete:
 		h.HandlePodUpdates(ctx, pods)
-	case REMOVE:
+	case podconfig.OpRemove:
 		h.HandlePodRemoves(ctx, pods)
-	case RECONCILE:
+	case podconfig.OpReconcile:
 		h.HandlePodReconcile(ctx, pods)
 	}
 	h.mu.Lock()

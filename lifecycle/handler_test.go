@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 	"github.com/podkit/podkit/podworker/podworkertest"
@@ -439,7 +440,7 @@ func TestSourceStamping(t *testing.T) {
 		// Dispatch stamps too, for updates that bypass Config.
 		direct := apiPod("direct", "direct", 1)
 		direct.Annotations = map[string]string{mirror.ConfigSourceAnnotationKey: "http"}
-		require.NoError(t, e.h.Dispatch(e.ctx, lifecycle.PodUpdate{Op: lifecycle.ADD, Pods: []*v1.Pod{direct}, Source: mirror.ApiserverSource}))
+		require.NoError(t, e.h.Dispatch(e.ctx, podconfig.PodUpdate{Op: podconfig.OpAdd, Pods: []*v1.Pod{direct}, Source: mirror.ApiserverSource}))
 		synctest.Wait()
 		info, _ = e.workers.Pod("direct")
 		assert.False(t, info.Static)
@@ -448,10 +449,10 @@ func TestSourceStamping(t *testing.T) {
 		// And a file pod claiming to be a mirror is refused.
 		fake := staticPod(t, "fake-mirror", "fake")
 		fake.Annotations[mirror.ConfigMirrorAnnotationKey] = "x"
-		require.NoError(t, e.h.Dispatch(e.ctx, lifecycle.PodUpdate{Op: lifecycle.ADD, Pods: []*v1.Pod{fake}, Source: mirror.FileSource}))
+		require.NoError(t, e.h.Dispatch(e.ctx, podconfig.PodUpdate{Op: podconfig.OpAdd, Pods: []*v1.Pod{fake}, Source: mirror.FileSource}))
 		_, stored2 := e.store.GetPodByUID("fake-mirror")
 		assert.False(t, stored2)
-		assert.Contains(t, e.events.reasons(), lifecycle.ReasonFailedValidation+" "+mirror.PodFullName(fake))
+		assert.Contains(t, e.events.reasons(), podconfig.ReasonFailedValidation+" "+mirror.PodFullName(fake))
 	})
 }
 
@@ -467,7 +468,7 @@ func TestDuplicateFullNamesRejected(t *testing.T) {
 		assert.False(t, known)
 		evs := e.events.all()
 		require.Len(t, evs, 1)
-		assert.Equal(t, lifecycle.ReasonFailedValidation, evs[0].Reason)
+		assert.Equal(t, podconfig.ReasonFailedValidation, evs[0].Reason)
 		assert.Equal(t, v1.EventTypeWarning, evs[0].Type)
 		assert.Equal(t, types.UID("second"), evs[0].Object.(*v1.Pod).UID)
 		assert.Contains(t, evs[0].Message, "same full name")
@@ -528,10 +529,10 @@ func TestHousekeepingReportsRuntimeListFailure(t *testing.T) {
 func TestDispatchRejectsBadUpdates(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		e := newEnv(t, nil)
-		assert.ErrorContains(t, e.h.Dispatch(e.ctx, lifecycle.PodUpdate{Op: lifecycle.ADD}), "no source")
-		assert.ErrorContains(t, e.h.Dispatch(e.ctx, lifecycle.PodUpdate{Op: 9, Source: "api"}), "unknown operation")
+		assert.ErrorContains(t, e.h.Dispatch(e.ctx, podconfig.PodUpdate{Op: podconfig.OpAdd}), "no source")
+		assert.ErrorContains(t, e.h.Dispatch(e.ctx, podconfig.PodUpdate{Op: 9, Source: "api"}), "unknown operation")
 		// Nil pods are dropped, not a panic.
-		require.NoError(t, e.h.Dispatch(e.ctx, lifecycle.PodUpdate{Op: lifecycle.ADD, Source: "api", Pods: []*v1.Pod{nil}}))
+		require.NoError(t, e.h.Dispatch(e.ctx, podconfig.PodUpdate{Op: podconfig.OpAdd, Source: "api", Pods: []*v1.Pod{nil}}))
 		e.h.HandlePodAdditions(e.ctx, []*v1.Pod{nil, {}})
 		e.h.HandlePodUpdates(e.ctx, []*v1.Pod{nil})
 		e.h.HandlePodRemoves(e.ctx, []*v1.Pod{nil})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/podkit/podkit/lifecycle/podconfig"
 )
 
 // Run is the node agent's sync loop. It dispatches each update received
@@ -27,7 +29,7 @@ import (
 // from a goroutine of its own; everything it does happens there, so the
 // Handler's callbacks (admission handlers, OnReject, the RuntimePodLister,
 // the MirrorClient) run on it. It returns nil when ctx ended.
-func (h *Handler) Run(ctx context.Context, updates <-chan PodUpdate) error {
+func (h *Handler) Run(ctx context.Context, updates <-chan podconfig.PodUpdate) error {
 	h.mu.Lock()
 	if h.running {
 		h.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
@@ -57,7 +58,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	config, err := lifecycle.NewConfig(lifecycle.ConfigOptions{})
+	config, err := podconfig.New(podconfig.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
@@ -110,9 +111,9 @@ type agent struct {
 	workers     *podworker.PodWorkers[processruntime.PodStatus]
 	store       *podmanager.Manager
 	handler     *lifecycle.Handler
-	config      *lifecycle.Config
+	config      *podconfig.Config
 	api         *fakeAPIServer
-	manifests   *lifecycle.ManifestSource
+	manifests   *podconfig.ManifestSource
 	manifestDir string
 	listener    net.Listener
 
@@ -180,7 +181,7 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 	}
 	a.store = podmanager.New()
 	a.api = newFakeAPIServer(a.notify, a.say)
-	a.config, err = lifecycle.NewConfig(lifecycle.ConfigOptions{Recorder: lifecycle.RecorderFunc(a.onEvent), Logger: log.WithName("config")})
+	a.config, err = podconfig.New(podconfig.Options{Recorder: lifecycle.RecorderFunc(a.onEvent), Logger: log.WithName("config")})
 	if err != nil {
 		return fail(err)
 	}
@@ -206,7 +207,7 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 	if err != nil {
 		return fail(err)
 	}
-	a.manifests, err = lifecycle.NewManifestSource(a.manifestDir, lifecycle.ManifestOptions{
+	a.manifests, err = podconfig.NewManifestSource(a.manifestDir, podconfig.ManifestOptions{
 		NodeName: opts.nodeName,
 		Interval: opts.manifestInterval,
 		Logger:   log.WithName("manifests"),
@@ -289,7 +290,7 @@ func (a *agent) run(ctx context.Context) error {
 	srcCtx, stopSources := context.WithCancel(context.Background())
 	defer stopSources()
 	var sources sync.WaitGroup
-	for _, src := range []func(context.Context, lifecycle.PodSink) error{a.api.Run, a.manifests.Run} {
+	for _, src := range []func(context.Context, podconfig.PodSink) error{a.api.Run, a.manifests.Run} {
 		sources.Add(1)
 		go func() {
 			defer sources.Done()

@@ -4,7 +4,7 @@
 // It wires podkit's pieces to the API server through package kube:
 //
 //	API server ── kube.APISource ──┐
-//	manifest dir ─ ManifestSource ─┴─> lifecycle.Config ─> lifecycle.Handler ─> podworker.PodWorkers
+//	manifest dir ─ ManifestSource ─┴─> podconfig.Config ─> lifecycle.Handler ─> podworker.PodWorkers
 //	                                                          │ housekeeping        │ hooks
 //	                                           mirror.Client ─┘ (mirror pods)       └─> kube.WrapSyncer ─> processruntime.Runtime
 //	                                                                                        │ statuses
@@ -33,6 +33,7 @@ import (
 	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
@@ -57,7 +58,7 @@ type Config struct {
 	// gets a mirror pod in the API server. Defaults to none.
 	ManifestDir string
 	// ManifestInterval is how often ManifestDir is read. Defaults to
-	// lifecycle.DefaultManifestInterval.
+	// podconfig.DefaultManifestInterval.
 	ManifestInterval time.Duration
 	// HousekeepingInterval is how often housekeeping runs (orphans, mirror
 	// pods). Defaults to lifecycle.DefaultHousekeepingInterval.
@@ -233,9 +234,9 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	store := podmanager.New()
 	sources := []string{mirror.ApiserverSource}
-	var manifests *lifecycle.ManifestSource
+	var manifests *podconfig.ManifestSource
 	if cfg.ManifestDir != "" {
-		manifests, err = lifecycle.NewManifestSource(cfg.ManifestDir, lifecycle.ManifestOptions{
+		manifests, err = podconfig.NewManifestSource(cfg.ManifestDir, podconfig.ManifestOptions{
 			NodeName: cfg.NodeName,
 			Interval: cfg.ManifestInterval,
 			Logger:   log.WithName("manifests"),
@@ -263,7 +264,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	config, err := lifecycle.NewConfig(lifecycle.ConfigOptions{Logger: log.WithName("config")})
+	config, err := podconfig.New(podconfig.Options{Logger: log.WithName("config")})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
 )
@@ -174,7 +175,7 @@ func TestOrphansOfACrashedAgentAreKilledByHousekeeping(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx, make(chan lifecycle.PodUpdate)) }()
+	go func() { done <- h.Run(ctx, make(chan podconfig.PodUpdate)) }()
 	defer func() {
 		cancel()
 		require.NoError(t, <-done)
