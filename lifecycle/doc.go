@@ -21,7 +21,7 @@
 //	workers, _ := podworker.New[Status](syncer, podworker.Options[Status]{...})
 //	cfg, _ := lifecycle.NewConfig(lifecycle.ConfigOptions{Recorder: rec})
 //	h, _ := lifecycle.NewHandler(workers, store, lifecycle.Options{
-//		AdmitHandlers: []lifecycle.PodAdmitHandler{fit, maxPods},
+//		AdmitHandlers: []admission.Handler{fit, maxPods},
 //		MirrorClient:  mirrorClient,            // nil without an API server
 //		RuntimePods:   runtimeLister,           // nil if the runtime cannot list pods
 //		Sources:       []string{mirror.FileSource, mirror.ApiserverSource},

@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/admission"
 	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podmanager"
@@ -23,10 +23,10 @@ func ExampleHandler() {
 	syncer := podworkertest.NewFakeSyncer[struct{}]()
 	workers, _ := podworker.New[struct{}](syncer, podworker.Options[struct{}]{})
 	cfg, _ := podconfig.New(podconfig.Options{})
-	maxPods, _ := lifecycle.NewMaxPodsHandler(1)
+	maxPods, _ := admission.NewMaxPodsHandler(1)
 	rejected := make(chan string, 1)
 	h, err := lifecycle.NewHandler(workers, podmanager.New(), lifecycle.Options{
-		AdmitHandlers: []lifecycle.PodAdmitHandler{maxPods},
+		AdmitHandlers: []admission.Handler{maxPods},
 		RunWorkers:    workers.Run,
 		OnReject: func(_ context.Context, pod *v1.Pod, status v1.PodStatus) {
 			rejected <- pod.Name + ": " + status.Reason + ": " + status.Message
@@ -60,24 +60,4 @@ func ExampleHandler() {
 	// web: sync:create kill(30) terminated
 	// batch: true
 	// Run: <nil>
-}
-
-// PodRequests counts a restartable init container (a sidecar) next to
-// both the later init containers and the app.
-func ExamplePodRequests() {
-	always := v1.ContainerRestartPolicyAlways
-	req := func(cpu string) v1.ResourceRequirements {
-		return v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}
-	}
-	pod := &v1.Pod{Spec: v1.PodSpec{
-		InitContainers: []v1.Container{
-			{Name: "proxy", RestartPolicy: &always, Resources: req("100m")},
-			{Name: "migrate", Resources: req("1")},
-		},
-		Containers: []v1.Container{{Name: "app", Resources: req("500m")}},
-	}}
-	requests := lifecycle.PodRequests(pod)
-	fmt.Println(requests.Cpu())
-	// Output:
-	// 1100m
 }

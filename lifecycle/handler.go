@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/podkit/podkit/lifecycle/admission"
 	"github.com/podkit/podkit/lifecycle/internal/sourcepods"
 	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
@@ -109,7 +110,7 @@ type Options struct {
 	// run; the first rejection wins. Defaults to none: every pod is
 	// admitted (unless the node is shutting down). A nil entry is an
 	// error.
-	AdmitHandlers []PodAdmitHandler
+	AdmitHandlers []admission.Handler
 	// OnReject is told of every pod admission rejects, with the status the
 	// pod should now have: phase Failed, the rejection's reason, and the
 	// message "Pod was rejected: " plus the rejection's message. An agent
@@ -169,7 +170,7 @@ type Options struct {
 type Handler struct {
 	workers    PodWorkers
 	store      podmanager.DesiredPodStore
-	admitters  []PodAdmitHandler
+	admitters  admission.Chain
 	onReject   func(context.Context, *v1.Pod, v1.PodStatus)
 	mirrors    mirror.MirrorPodClient
 	runtime    RuntimePodLister
@@ -237,7 +238,7 @@ func NewHandler(workers PodWorkers, store podmanager.DesiredPodStore, opts Optio
 	return &Handler{
 		workers:    workers,
 		store:      store,
-		admitters:  slices.Clone(opts.AdmitHandlers),
+		admitters:  admission.Chain(slices.Clone(opts.AdmitHandlers)),
 		onReject:   opts.OnReject,
 		mirrors:    opts.MirrorClient,
 		runtime:    opts.RuntimePods,
@@ -441,16 +442,16 @@ func (h *Handler) usable(pods []*v1.Pod, what string) []*v1.Pod {
 }
 
 // admitPod runs admission for pod against the other active pods.
-func (h *Handler) admitPod(ctx context.Context, pod *v1.Pod) PodAdmitResult {
+func (h *Handler) admitPod(ctx context.Context, pod *v1.Pod) admission.Result {
 	if h.shuttingDown.Load() {
-		return PodAdmitResult{Reason: ReasonNodeShutdown, Message: "Pod was rejected as the node is shutting down."}
+		return admission.Result{Reason: ReasonNodeShutdown, Message: "Pod was rejected as the node is shutting down."}
 	}
 	active := h.GetActivePods()
 	others := slices.DeleteFunc(active, func(p *v1.Pod) bool { return p.UID == pod.UID })
-	return admit(ctx, h.admitters, &PodAdmitAttributes{Pod: pod, OtherPods: others, Operation: AddOperation})
+	return h.admitters.Admit(ctx, &admission.Attributes{Pod: pod, OtherPods: others, Operation: admission.AddOperation})
 }
 
-func (h *Handler) reject(ctx context.Context, pod *v1.Pod, r PodAdmitResult) {
+func (h *Handler) reject(ctx context.Context, pod *v1.Pod, r admission.Result) {
 	h.setRejected(pod.UID, true)
 	h.log.V(4).Info("Pod was rejected by admission", "pod", mirror.PodFullName(pod), "podUID", pod.UID, "reason", r.Reason, "message", r.Message)
 	h.recorder.Eventf(pod, v1.EventTypeWarning, r.Reason, "%s", r.Message)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/admission"
 	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
@@ -31,14 +32,14 @@ func uids(pods []*v1.Pod) []types.UID {
 
 func TestAdditionsWithAdmissionRejection(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		maxPods, err := lifecycle.NewMaxPodsHandler(2)
+		maxPods, err := admission.NewMaxPodsHandler(2)
 		require.NoError(t, err)
-		fit, err := lifecycle.NewResourceFitHandler(func() v1.ResourceList {
+		fit, err := admission.NewResourceFitHandler(func() v1.ResourceList {
 			return v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi")}
 		})
 		require.NoError(t, err)
 		e := newEnv(t, func(o *lifecycle.Options) {
-			o.AdmitHandlers = []lifecycle.PodAdmitHandler{maxPods, fit}
+			o.AdmitHandlers = []admission.Handler{maxPods, fit}
 		})
 		e.start()
 
@@ -61,10 +62,10 @@ func TestAdditionsWithAdmissionRejection(t *testing.T) {
 		require.Len(t, rej, 2)
 		assert.Equal(t, types.UID("b"), rej[0].UID)
 		assert.Equal(t, v1.PodFailed, rej[0].Status.Phase)
-		assert.Equal(t, lifecycle.ReasonOutOfCPU, rej[0].Status.Reason)
+		assert.Equal(t, admission.ReasonOutOfCPU, rej[0].Status.Reason)
 		assert.Equal(t, "Pod was rejected: Node didn't have enough resource: cpu, requested: 600, used: 500, capacity: 1000", rej[0].Status.Message)
 		assert.Equal(t, types.UID("d"), rej[1].UID)
-		assert.Equal(t, lifecycle.ReasonOutOfPods, rej[1].Status.Reason, "the first rejection wins")
+		assert.Equal(t, admission.ReasonOutOfPods, rej[1].Status.Reason, "the first rejection wins")
 		assert.Equal(t, []string{"OutOfcpu b_default", "OutOfpods d_default"}, e.events.reasons())
 		assert.ElementsMatch(t, []types.UID{"a", "c"}, uids(e.h.GetActivePods()))
 
@@ -393,10 +394,10 @@ func TestRuntimeOrphansKilled(t *testing.T) {
 
 func TestDeletedTerminalPodUnknownToWorkersIsKilled(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		reject := lifecycle.PodAdmitHandlerFunc(func(context.Context, *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
-			return lifecycle.PodAdmitResult{Reason: "NoWay", Message: "not here"}
+		reject := admission.HandlerFunc(func(context.Context, *admission.Attributes) admission.Result {
+			return admission.Result{Reason: "NoWay", Message: "not here"}
 		})
-		e := newEnv(t, func(o *lifecycle.Options) { o.AdmitHandlers = []lifecycle.PodAdmitHandler{reject} })
+		e := newEnv(t, func(o *lifecycle.Options) { o.AdmitHandlers = []admission.Handler{reject} })
 		e.start()
 		pod := apiPod("rej", "job", 0)
 		e.set(mirror.ApiserverSource, pod)
@@ -548,10 +549,35 @@ func TestNewHandlerValidates(t *testing.T) {
 	assert.ErrorContains(t, err, "lifecycle: ")
 	_, err = lifecycle.NewHandler(e.workers, nil, lifecycle.Options{})
 	assert.ErrorContains(t, err, "store")
-	_, err = lifecycle.NewHandler(e.workers, e.store, lifecycle.Options{AdmitHandlers: []lifecycle.PodAdmitHandler{nil}})
+	_, err = lifecycle.NewHandler(e.workers, e.store, lifecycle.Options{AdmitHandlers: []admission.Handler{nil}})
 	assert.ErrorContains(t, err, "AdmitHandlers[0]")
 	_, err = lifecycle.NewHandler(e.workers, e.store, lifecycle.Options{HousekeepingInterval: -time.Second})
 	assert.ErrorContains(t, err, "HousekeepingInterval")
 	_, err = lifecycle.NewHandler(e.workers, e.store, lifecycle.Options{Sources: []string{""}})
 	assert.ErrorContains(t, err, "Sources[0]")
+}
+
+func TestAdmissionOrderAndReasonlessRejection(t *testing.T) {
+	var asked []string
+	handler := func(name string, r admission.Result) admission.Handler {
+		return admission.HandlerFunc(func(ctx context.Context, attrs *admission.Attributes) admission.Result {
+			asked = append(asked, name)
+			assert.Equal(t, admission.AddOperation, attrs.Operation)
+			return r
+		})
+	}
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, func(o *lifecycle.Options) {
+			o.AdmitHandlers = []admission.Handler{
+				handler("yes", admission.Result{Admit: true}),
+				handler("mute", admission.Result{}),
+				handler("never asked", admission.Result{Reason: "Late"}),
+			}
+		})
+		e.h.HandlePodAdditions(e.ctx, []*v1.Pod{apiPod("p", "p", 0)})
+		assert.Equal(t, []string{"yes", "mute"}, asked)
+		rej := e.rejections()
+		require.Len(t, rej, 1)
+		assert.Equal(t, admission.ReasonUnexpectedAdmissionError, rej[0].Status.Reason)
+	})
 }

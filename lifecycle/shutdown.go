@@ -16,6 +16,10 @@ import (
 	"github.com/podkit/podkit/podworker"
 )
 
+// ReasonNodeShutdown is the admission rejection reason of every pod added
+// once ShutdownNode was called: the node is shutting down.
+const ReasonNodeShutdown = "NodeShutdown"
+
 // The priority classes and the priority from which a pod is critical: it
 // is stopped last when the node shuts down.
 const (

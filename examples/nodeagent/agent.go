@@ -20,6 +20,7 @@ import (
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/admission"
 	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podmanager"
@@ -185,16 +186,16 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 	if err != nil {
 		return fail(err)
 	}
-	fit, err := lifecycle.NewResourceFitHandler(func() v1.ResourceList { return nodeAllocatable })
+	fit, err := admission.NewResourceFitHandler(func() v1.ResourceList { return nodeAllocatable })
 	if err != nil {
 		return fail(err)
 	}
-	maxPods, err := lifecycle.NewMaxPodsHandler(int(nodeAllocatable.Pods().Value()))
+	maxPods, err := admission.NewMaxPodsHandler(int(nodeAllocatable.Pods().Value()))
 	if err != nil {
 		return fail(err)
 	}
 	a.handler, err = lifecycle.NewHandler(a.workers, a.store, lifecycle.Options{
-		AdmitHandlers:        []lifecycle.PodAdmitHandler{lifecycle.PodAdmitHandlerFunc(admitRunnable), fit, maxPods},
+		AdmitHandlers:        []admission.Handler{admission.HandlerFunc(admitRunnable), fit, maxPods},
 		OnReject:             a.onReject,
 		MirrorClient:         a.api,
 		RuntimePods:          lifecycle.RuntimePodListerFunc(a.listRuntimePods),
@@ -249,11 +250,11 @@ func (a *agent) pruneTombstones() {
 }
 
 // admitRunnable rejects pods the process runtime cannot run.
-func admitRunnable(_ context.Context, attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
+func admitRunnable(_ context.Context, attrs *admission.Attributes) admission.Result {
 	if err := processruntime.ValidatePod(attrs.Pod); err != nil {
-		return lifecycle.PodAdmitResult{Reason: "UnsupportedPod", Message: err.Error()}
+		return admission.Result{Reason: "UnsupportedPod", Message: err.Error()}
 	}
-	return lifecycle.PodAdmitResult{Admit: true}
+	return admission.Result{Admit: true}
 }
 
 // run runs the agent until the demo ends, the node is idle (--until-idle)
@@ -572,7 +573,7 @@ func (a *agent) onEvent(_ runtime.Object, eventType, reason, messageFmt string, 
 
 func (a *agent) isRejection(reason string) bool {
 	switch reason {
-	case lifecycle.ReasonOutOfCPU, lifecycle.ReasonOutOfMemory, lifecycle.ReasonOutOfPods, lifecycle.ReasonNodeShutdown, "UnsupportedPod", lifecycle.ReasonUnexpectedAdmissionError:
+	case admission.ReasonOutOfCPU, admission.ReasonOutOfMemory, admission.ReasonOutOfPods, lifecycle.ReasonNodeShutdown, "UnsupportedPod", admission.ReasonUnexpectedAdmissionError:
 		return true
 	}
 	return false

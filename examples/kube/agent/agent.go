@@ -33,6 +33,7 @@ import (
 	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/admission"
 	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podmanager"
@@ -133,11 +134,11 @@ const ReasonUnsupportedPod = "UnsupportedPod"
 
 // admitRunnable rejects pods the process runtime cannot run, so they fail
 // at once with the reason in their status instead of retrying forever.
-var admitRunnable = lifecycle.PodAdmitHandlerFunc(func(_ context.Context, attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
+var admitRunnable = admission.HandlerFunc(func(_ context.Context, attrs *admission.Attributes) admission.Result {
 	if err := processruntime.ValidatePod(attrs.Pod); err != nil {
-		return lifecycle.PodAdmitResult{Reason: ReasonUnsupportedPod, Message: err.Error()}
+		return admission.Result{Reason: ReasonUnsupportedPod, Message: err.Error()}
 	}
-	return lifecycle.PodAdmitResult{Admit: true}
+	return admission.Result{Admit: true}
 })
 
 // NodeObject returns the Node an agent registers for nodeName: the
@@ -247,7 +248,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		sources = append(sources, manifests.Source())
 	}
 	handler, err := lifecycle.NewHandler(workers, store, lifecycle.Options{
-		AdmitHandlers: []lifecycle.PodAdmitHandler{admitRunnable},
+		AdmitHandlers: []admission.Handler{admitRunnable},
 		MirrorClient: mirror.NewClient(kube.NewPodAPI(core), cfg.NodeName, kube.NodeUID(core, cfg.NodeName),
 			mirror.WithLogger(log.WithName("mirror"))),
 		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
