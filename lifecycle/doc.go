@@ -1,25 +1,25 @@
 // Package lifecycle turns podkit's primitives into a node agent's main
-// loop: config sources and the merge of their snapshots (Config,
-// ManifestSource), admission (PodAdmitHandler), the dispatcher that drives
+// loop: config sources and the merge of their snapshots (package
+// podconfig), admission (package admission), the dispatcher that drives
 // the pod workers (Handler and its HandlePod* methods), housekeeping, the
 // sync loop (Handler.Run) and graceful node shutdown (Handler.ShutdownNode).
 // An agent can adopt it whole or take it apart: every piece is a plain type
 // or method, and the Handler talks to the pod workers and the desired pod
-// store through small interfaces (PodUpdater, PodWindow, PodSnapshotter;
-// podmanager.DesiredPodStore).
+// store through small interfaces it declares (Workers: PodUpdater,
+// PodWindow, PodSnapshotter; PodStore: PodStoreReader, PodStoreWriter).
 //
 // Data flows one way:
 //
 //	sources --SetPods--> Config --PodUpdate--> Handler.Run --UpdatePod--> podworker.PodWorkers --> your PodSyncer
 //	                                              |   ^
 //	                               desired pods   v   |  the window, SyncKnownPods
-//	                                        podmanager.DesiredPodStore
+//	                                        PodStore (podmanager.Manager)
 //
 // # Usage
 //
 //	store := podmanager.New()
 //	workers, _ := podworker.New[Status](syncer, podworker.Options[Status]{...})
-//	cfg, _ := lifecycle.NewConfig(lifecycle.ConfigOptions{Recorder: rec})
+//	cfg, _ := podconfig.New(podconfig.Options{Recorder: rec})
 //	h, _ := lifecycle.NewHandler(workers, store, lifecycle.Options{
 //		AdmitHandlers: []admission.Handler{fit, maxPods},
 //		MirrorClient:  mirrorClient,            // nil without an API server
@@ -28,7 +28,7 @@
 //		RunWorkers:    workers.Run,             // Run starts and drains the workers
 //		OnReject:      writeStatus,
 //	})
-//	manifests, _ := lifecycle.NewManifestSource("/etc/kubernetes/manifests", lifecycle.ManifestOptions{NodeName: node})
+//	manifests, _ := podconfig.NewManifestSource("/etc/kubernetes/manifests", podconfig.ManifestOptions{NodeName: node})
 //	go manifests.Run(ctx, cfg)
 //	go apiSource(ctx, cfg) // cfg.SetPods(ctx, mirror.ApiserverSource, podsBoundToThisNode)
 //	go onSignal(func() { h.ShutdownNode(shutdownCtx, lifecycle.ShutdownOptions{GracePeriod: 30 * time.Second}) })
@@ -36,7 +36,7 @@
 //
 // The embedder's duties:
 //
-//  1. Create one podmanager.DesiredPodStore and one podworker.PodWorkers and
+//  1. Create one PodStore (podmanager.Manager) and one podworker.PodWorkers and
 //     give both to NewHandler; send every config change through the Handler
 //     (Run, Dispatch or the HandlePod* methods), never to the store or the
 //     workers directly, so both stay in step.
