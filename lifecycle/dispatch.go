@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -21,10 +22,11 @@ import (
 // that it stamps every pod with the kubernetes.io/config.source annotation
 // naming u.Source (copying the pod when it said otherwise: a pod from the
 // API server carrying "file" is still an API pod, never a static one), and
-// drops, with a podconfig.ReasonFailedValidation event, nil pods, pods
-// without a UID, mirror pods from a source other than the API server, and
-// pods repeating the full name or UID of an earlier pod of the update. It
-// then counts u.Source as seen (SourcesReady).
+// drops, by the rule for unusable pods below, nil pods and pods without a
+// UID and, except from an OpRemove (of which only the UIDs are read),
+// mirror pods from a source other than the API server and pods repeating
+// the full name or UID of an earlier pod of the update. It then counts
+// u.Source as seen (SourcesReady).
 //
 // Run calls it for each update it receives; an agent with its own loop may
 // call it directly, from any goroutine (calls are serialized). It returns
@@ -37,21 +39,13 @@ func (h *Handler) Dispatch(ctx context.Context, u podconfig.PodUpdate) error {
 	if !u.Op.Valid() {
 		return fmt.Errorf("lifecycle: update from source %q has unknown operation %d", u.Source, int(u.Op))
 	}
+	drop := h.dropper("source", u.Source, "op", u.Op.String())
 	var pods []*v1.Pod
 	if u.Op == podconfig.OpRemove {
-		pods = make([]*v1.Pod, 0, len(u.Pods))
-		for _, p := range u.Pods {
-			if p != nil && p.UID != "" {
-				pods = append(pods, p)
-			}
-		}
+		// Only the UIDs of removed pods matter.
+		pods = sourcepods.Identified(u.Pods, drop)
 	} else {
-		pods = sourcepods.Valid(u.Source, u.Pods, func(i int, pod *v1.Pod, reason string) {
-			h.log.Info("Ignoring a pod from a config source", "source", u.Source, "index", i, "reason", reason)
-			if pod != nil {
-				h.recorder.Eventf(pod, v1.EventTypeWarning, podconfig.ReasonFailedValidation, "%s", reason)
-			}
-		})
+		pods = sourcepods.Valid(u.Source, u.Pods, drop)
 	}
 	for i, p := range pods {
 		pods[i] = sourcepods.Stamp(p, u.Source)
@@ -80,7 +74,11 @@ func (h *Handler) Dispatch(ctx context.Context, u podconfig.PodUpdate) error {
 // are serialized with each other, Dispatch and Housekeeping. The pods are
 // handed over (see podconfig.PodUpdate); the slice is neither kept nor
 // modified. The caller stamps the config source annotation (Dispatch does).
-// Nil pods and pods without a UID are logged and skipped.
+//
+// Unusable pods, for all five and Dispatch alike: a nil pod and a pod
+// without a UID are dropped, each logged as an error (level 0) and, unless
+// it is nil, recorded as a podconfig.ReasonFailedValidation Warning event;
+// the other pods of the call are handled.
 
 // HandlePodAdditions handles pods new to config, oldest first (by creation
 // timestamp). Each pod is recorded in the store. A mirror pod then makes its
@@ -220,7 +218,7 @@ func (h *Handler) apply(ctx context.Context, pods []*v1.Pod, c podChange) {
 	h.loop.Lock()
 	defer h.loop.Unlock()
 	start := h.clock.Now()
-	pods = h.usable(pods, c.what)
+	pods = sourcepods.Identified(pods, h.dropper("call", "HandlePod* ("+c.what+")"))
 	if c.oldestFirst {
 		slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
 			return a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time)
@@ -267,15 +265,14 @@ func (h *Handler) isRejected(t target) bool {
 	return true
 }
 
-// usable drops nil pods and pods without a UID, logging them.
-func (h *Handler) usable(pods []*v1.Pod, what string) []*v1.Pod {
-	out := make([]*v1.Pod, 0, len(pods))
-	for i, p := range pods {
-		if p == nil || p.UID == "" {
-			h.log.Error(fmt.Errorf("lifecycle: pod %d of a %s has no UID or is nil", i, what), "Skipping pod")
-			continue
+// dropper returns the Handler's rule for an unusable pod (see the
+// HandlePod* methods): an error log line carrying keysAndValues, and a
+// podconfig.ReasonFailedValidation Warning event for a pod that is not nil.
+func (h *Handler) dropper(keysAndValues ...any) sourcepods.Drop {
+	return func(i int, pod *v1.Pod, reason string) {
+		h.log.Error(errors.New("lifecycle: "+reason), "Ignoring an unusable pod", append([]any{"index", i}, keysAndValues...)...)
+		if pod != nil {
+			h.recorder.Eventf(pod, v1.EventTypeWarning, podconfig.ReasonFailedValidation, "%s", reason)
 		}
-		out = append(out, p)
 	}
-	return out
 }

@@ -141,7 +141,6 @@ func newEnv(t *testing.T, configure func(*lifecycle.Options)) *env {
 	opts := lifecycle.Options{
 		MirrorClient:         e.mirrors,
 		RuntimePods:          e.runtime,
-		RunWorkers:           e.workers.Run,
 		HousekeepingInterval: housekeepingInterval,
 		Recorder:             e.events,
 		Clock:                e.clock,

@@ -27,7 +27,6 @@ func ExampleHandler() {
 	rejected := make(chan string, 1)
 	h, err := lifecycle.NewHandler(workers, podmanager.New(), lifecycle.Options{
 		AdmitHandlers: []admission.Handler{maxPods},
-		RunWorkers:    workers.Run,
 		OnReject: func(_ context.Context, pod *v1.Pod, status v1.PodStatus) {
 			rejected <- pod.Name + ": " + status.Reason + ": " + status.Message
 		},

@@ -54,11 +54,6 @@ type Options struct {
 	// Defaults to none: the Handler is ready at once. An agent with an API
 	// server source should list it.
 	Sources []string
-	// RunWorkers, when set, is the pod workers' Run (pass w.Run): Run
-	// starts it, stops it after its own loop has stopped, and returns only
-	// after it has returned, so one call runs and drains the whole agent.
-	// Defaults to nil: the caller runs the workers itself.
-	RunWorkers func(ctx context.Context) error
 	// HousekeepingInterval is how often Run runs Housekeeping. Defaults to
 	// DefaultHousekeepingInterval; negative is an error.
 	HousekeepingInterval time.Duration
@@ -86,18 +81,17 @@ type Options struct {
 // own. GetActivePods, SourcesReady and ShutdownNode may be called at any
 // time from any goroutine.
 type Handler struct {
-	workers    Workers
-	store      PodStore
-	admitters  admission.Chain
-	onReject   func(context.Context, *v1.Pod, v1.PodStatus)
-	mirrors    mirror.MirrorPodClient
-	runtime    RuntimePodLister
-	sources    []string
-	runWorkers func(context.Context) error
-	interval   time.Duration
-	recorder   Recorder
-	log        logr.Logger
-	clock      clock.WithTicker
+	workers   Workers
+	store     PodStore
+	admitters admission.Chain
+	onReject  func(context.Context, *v1.Pod, v1.PodStatus)
+	mirrors   mirror.MirrorPodClient
+	runtime   RuntimePodLister
+	sources   []string
+	interval  time.Duration
+	recorder  Recorder
+	log       logr.Logger
+	clock     clock.WithTicker
 
 	// loop serializes the sync loop's work: Dispatch, Handle*,
 	// Housekeeping. It is held while admission handlers, OnReject, the
@@ -154,20 +148,19 @@ func NewHandler(workers Workers, store PodStore, opts Options) (*Handler, error)
 		opts.Clock = clock.RealClock{}
 	}
 	return &Handler{
-		workers:    workers,
-		store:      store,
-		admitters:  admission.Chain(slices.Clone(opts.AdmitHandlers)),
-		onReject:   opts.OnReject,
-		mirrors:    opts.MirrorClient,
-		runtime:    opts.RuntimePods,
-		sources:    slices.Clone(opts.Sources),
-		runWorkers: opts.RunWorkers,
-		interval:   opts.HousekeepingInterval,
-		recorder:   opts.Recorder,
-		log:        opts.Logger,
-		clock:      opts.Clock,
-		rejected:   newRejectedSet(),
-		seen:       map[string]struct{}{},
+		workers:   workers,
+		store:     store,
+		admitters: admission.Chain(slices.Clone(opts.AdmitHandlers)),
+		onReject:  opts.OnReject,
+		mirrors:   opts.MirrorClient,
+		runtime:   opts.RuntimePods,
+		sources:   slices.Clone(opts.Sources),
+		interval:  opts.HousekeepingInterval,
+		recorder:  opts.Recorder,
+		log:       opts.Logger,
+		clock:     opts.Clock,
+		rejected:  newRejectedSet(),
+		seen:      map[string]struct{}{},
 	}, nil
 }
 

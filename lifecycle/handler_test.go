@@ -476,41 +476,6 @@ func TestDuplicateFullNamesRejected(t *testing.T) {
 	})
 }
 
-func TestRunDrainsWorkers(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		e := newEnv(t, nil)
-		e.start()
-		gate := e.syncer.Hold("slow", podworkertest.HookSyncPod)
-		e.set(mirror.ApiserverSource, apiPod("slow", "slow", 0))
-		require.NoError(t, gate.Wait(e.ctx))
-
-		e.stop()
-		e.stop = nil
-		err := <-e.runDone
-		require.NoError(t, err)
-		select {
-		case <-gate.Returned():
-		default:
-			t.Fatal("Run returned while a hook was still running")
-		}
-		calls := e.syncer.CallsFor("slow")
-		assert.True(t, calls[0].Canceled, "the hook saw its context end")
-		assert.ErrorIs(t, e.workers.UpdatePod(t.Context(), podworker.UpdatePodOptions{Pod: apiPod("x", "x", 0)}), podworker.ErrStopped)
-	})
-}
-
-func TestRunReportsWorkersStoppingEarly(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		e := newEnv(t, func(o *lifecycle.Options) {
-			o.RunWorkers = func(ctx context.Context) error { return errors.New("boom") }
-		})
-		err := e.h.Run(t.Context(), nil)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "boom")
-		assert.ErrorContains(t, e.h.Run(t.Context(), nil), "called twice")
-	})
-}
-
 func TestHousekeepingReportsRuntimeListFailure(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		e := newEnv(t, nil)

@@ -52,12 +52,24 @@ type PodSnapshotter interface {
 	Pods() []podworker.PodInfo
 }
 
+// WorkerRunner runs the pod workers. *podworker.PodWorkers[T] implements
+// it. Handler.Run calls Run once, on a goroutine of its own, with a context
+// it cancels when its loop stops; Run must block until that context ends
+// and every hook it started has returned, and return an error at once if
+// it cannot run (already running, or stopped).
+type WorkerRunner interface {
+	Run(ctx context.Context) error
+}
+
 // Workers is everything the Handler needs from the pod workers, made of
-// the three role interfaces above (the name is not podworker.PodWorkers,
-// the engine itself, but what the Handler asks of it).
-// *podworker.PodWorkers[T] implements it for every T; an agent may wrap one
-// (to trace calls, say) or substitute its own.
+// the four role interfaces above: it runs them (Handler.Run owns their
+// lifetime), hands them desired state, asks their window and reads their
+// snapshots. The name is not podworker.PodWorkers, the engine itself, but
+// what the Handler asks of it. *podworker.PodWorkers[T] implements it for
+// every T; an agent may wrap one (to trace calls, say) or substitute its
+// own.
 type Workers interface {
+	WorkerRunner
 	PodUpdater
 	PodWindow
 	PodSnapshotter

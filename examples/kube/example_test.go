@@ -53,7 +53,6 @@ func Example() {
 		MirrorClient: mirror.NewClient(kube.NewPodAPI(cs.CoreV1()), node, kube.NodeUID(cs.CoreV1(), node)),
 		OnReject:     func(_ context.Context, pod *v1.Pod, st v1.PodStatus) { writer.SetPodStatus(pod, st) },
 		Sources:      []string{mirror.ApiserverSource},
-		RunWorkers:   workers.Run,
 	})
 	if err != nil {
 		panic(err)

@@ -200,7 +200,6 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		MirrorClient:         a.api,
 		RuntimePods:          lifecycle.RuntimePodListerFunc(a.listRuntimePods),
 		Sources:              []string{mirror.ApiserverSource, mirror.FileSource},
-		RunWorkers:           a.workers.Run,
 		HousekeepingInterval: time.Second,
 		Recorder:             lifecycle.RecorderFunc(a.onEvent),
 		Logger:               log.WithName("lifecycle"),

@@ -212,7 +212,6 @@ func (a *criAgent) build(runtimeName string) error {
 	a.handler, err = lifecycle.NewHandler(a.workers, a.store, lifecycle.Options{
 		RuntimePods: a.syncer,
 		Sources:     []string{mirror.FileSource},
-		RunWorkers:  a.workers.Run,
 		Recorder:    recorder,
 		Logger:      a.log.WithName("lifecycle"),
 	})

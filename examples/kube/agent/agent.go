@@ -258,7 +258,6 @@ func (a *Agent) Run(ctx context.Context) error {
 			writer.SetPodStatus(pod, status)
 		},
 		Sources:              sources,
-		RunWorkers:           workers.Run,
 		HousekeepingInterval: cfg.HousekeepingInterval,
 		Logger:               log.WithName("lifecycle"),
 	})

@@ -169,7 +169,6 @@ func TestOrphansOfACrashedAgentAreKilledByHousekeeping(t *testing.T) {
 		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
 			return rt.RuntimePods(), nil
 		}),
-		RunWorkers:           workers.Run,
 		HousekeepingInterval: 100 * time.Millisecond,
 	})
 	require.NoError(t, err)
