@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podkit/podkit/internal/podstatus"
 )
 
 // Waiting reasons of containers the runtime does not have (yet).
@@ -81,7 +83,7 @@ func (s *PodStatus) apiStatus(pod *v1.Pod, final bool) v1.PodStatus {
 		c := &pod.Spec.InitContainers[i]
 		cs := s.containerAPIStatus(c, ReasonContainerCreating, final)
 		out.InitContainerStatuses = append(out.InitContainerStatuses, cs)
-		if isSidecar(c) {
+		if podstatus.IsSidecar(c) {
 			sidecarsReady = sidecarsReady && cs.Ready
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podkit/podkit/internal/podstatus"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -28,7 +29,7 @@ func (s *Syncer) syncContainers(ctx context.Context, pod *v1.Pod, status *PodSta
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		sidecar := isSidecar(c)
+		sidecar := podstatus.IsSidecar(c)
 		if initialized && !sidecar {
 			continue
 		}
@@ -73,12 +74,6 @@ func (s *Syncer) syncContainers(ctx context.Context, pod *v1.Pod, status *PodSta
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// isSidecar reports whether init container c is a sidecar: it keeps
-// running next to the regular containers instead of running to success.
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 // shouldRestart reports whether the pod's restart policy restarts a regular

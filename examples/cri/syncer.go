@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/podkit/podkit/internal/podstatus"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -192,7 +193,7 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 	}
 	api := status.APIStatus(pod)
 	s.report(pod, api)
-	if api.Phase == v1.PodSucceeded || api.Phase == v1.PodFailed {
+	if podstatus.IsTerminal(api.Phase) {
 		return true, nil
 	}
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/podkit/podkit/internal/podstatus"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
@@ -388,7 +389,7 @@ func (w *StatusWriter) sync(ctx context.Context, pod *v1.Pod, mayRun, finished b
 	result := keep
 	if hasStatus {
 		next := statusToWrite(current.Status, rec.status, mayRun)
-		if next.Phase != rec.status.Phase && isTerminal(rec.status.Phase) && !isTerminal(next.Phase) {
+		if next.Phase != rec.status.Phase && podstatus.IsTerminal(rec.status.Phase) && !podstatus.IsTerminal(next.Phase) {
 			logger.V(4).Info("Withholding terminal phase while containers may run", "phase", rec.status.Phase)
 			result = withheld
 		}
@@ -458,9 +459,9 @@ func (w *StatusWriter) patchStatus(ctx context.Context, current *v1.Pod, next v1
 func statusToWrite(stored, derived v1.PodStatus, mayRun bool) v1.PodStatus {
 	next := *derived.DeepCopy()
 	switch {
-	case isTerminal(stored.Phase):
+	case podstatus.IsTerminal(stored.Phase):
 		next.Phase = stored.Phase
-	case isTerminal(next.Phase) && mayRun:
+	case podstatus.IsTerminal(next.Phase) && mayRun:
 		next.Phase = stored.Phase
 		if next.Phase == "" {
 			next.Phase = v1.PodPending
@@ -503,10 +504,6 @@ func normalize(s v1.PodStatus) v1.PodStatus {
 		return s
 	}
 	return out
-}
-
-func isTerminal(phase v1.PodPhase) bool {
-	return phase == v1.PodSucceeded || phase == v1.PodFailed
 }
 
 // WriteTerminated writes the status recorded for pod, terminal phase

@@ -23,6 +23,7 @@ import (
 
 	vk "github.com/podkit/podkit/examples/virtualkubelet"
 	"github.com/podkit/podkit/examples/virtualkubelet/simcloud"
+	"github.com/podkit/podkit/internal/podstatus"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -281,7 +282,7 @@ func isRunning(p *v1.Pod) bool {
 }
 
 func isTerminal(p *v1.Pod) bool {
-	return p != nil && (p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed)
+	return p != nil && podstatus.IsTerminal(p.Status.Phase)
 }
 
 func isAbsent(p *v1.Pod) bool { return p == nil }

@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/internal/podstatus"
 )
 
 // NotifyPods registers the callback that status changes are sent to
@@ -117,7 +119,7 @@ func (p *Provider) inAPI(pod *v1.Pod) bool {
 	case cur.UID != pod.UID:
 		return true
 	}
-	return cur.Status.Phase == v1.PodSucceeded || cur.Status.Phase == v1.PodFailed
+	return podstatus.IsTerminal(cur.Status.Phase)
 }
 
 // confirm marks the status of the given version delivered.

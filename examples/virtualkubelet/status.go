@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podkit/podkit/internal/podstatus"
 )
 
 // Reasons and messages the provider writes into pod statuses.
@@ -155,7 +157,7 @@ func setConditions(st *v1.PodStatus, rp *RemotePod, ready bool, lastStart, lastF
 		}
 		return c
 	}
-	terminal := st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
+	terminal := podstatus.IsTerminal(st.Phase)
 	readyAt, notReason := created, "ContainersNotReady"
 	switch {
 	case ready:

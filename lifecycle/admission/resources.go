@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/podkit/podkit/internal/podstatus"
 )
 
 // Admission rejection reasons of the handlers in this file. They are the
@@ -47,7 +49,7 @@ func PodRequests(pod *v1.Pod) v1.ResourceList {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		step := v1.ResourceList{}
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if podstatus.IsSidecar(c) {
 			addResources(reqs, c.Resources.Requests)
 			addResources(sidecars, c.Resources.Requests)
 			addResources(step, sidecars)

@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/internal/podstatus"
 )
 
 // ContainerState is where a container's process stands.
@@ -162,7 +164,7 @@ func APIStatus(pod *v1.Pod, s PodStatus) v1.PodStatus {
 		markUnknownTerminated(out.InitContainerStatuses, out.ContainerStatuses)
 	}
 	out.Phase = podPhase(pod, out.InitContainerStatuses, out.ContainerStatuses, s.Stopped)
-	if s.Stopped && out.Phase != v1.PodSucceeded && out.Phase != v1.PodFailed {
+	if s.Stopped && !podstatus.IsTerminal(out.Phase) {
 		out.Phase = v1.PodFailed
 	}
 	now := s.Time
@@ -354,7 +356,7 @@ func conditions(pod *v1.Pod, st v1.PodStatus, s PodStatus, now time.Time) []v1.P
 		}
 		return c
 	}
-	terminal := st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
+	terminal := podstatus.IsTerminal(st.Phase)
 
 	// The process runtime has no sandbox: the pod is ready to start
 	// containers from its first sync until it stops.
@@ -399,16 +401,8 @@ func conditions(pod *v1.Pod, st v1.PodStatus, s PodStatus, now time.Time) []v1.P
 	ready.LastTransitionTime = cond(v1.PodReady, ready.Status == v1.ConditionTrue, "", "").LastTransitionTime
 	if ready.Status == v1.ConditionTrue && !terminal {
 		var gates []string
-		for _, g := range pod.Spec.ReadinessGates {
-			ok := false
-			for _, c := range pod.Status.Conditions {
-				if c.Type == g.ConditionType && c.Status == v1.ConditionTrue {
-					ok = true
-				}
-			}
-			if !ok {
-				gates = append(gates, string(g.ConditionType))
-			}
+		for _, g := range podstatus.UnmetReadinessGates(pod) {
+			gates = append(gates, string(g))
 		}
 		if len(gates) > 0 {
 			ready = cond(v1.PodReady, false, "ReadinessGatesNotReady", "readiness gates not ready: "+strings.Join(gates, ", "))

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podkit/podkit/internal/podstatus"
 )
 
 // ErrUnsupported is wrapped by the errors of ValidatePod (and so of SyncPod)
@@ -45,7 +47,7 @@ func ValidatePod(pod *v1.Pod) error {
 		if len(c.Command) == 0 || c.Command[0] == "" {
 			return fmt.Errorf("container %q has no command: the process runtime does not read images, so it has no entrypoint", c.Name)
 		}
-		if init && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if init && podstatus.IsSidecar(c) {
 			return fmt.Errorf("init container %q is a sidecar (restartPolicy Always), which the process runtime does not run", c.Name)
 		}
 		if len(c.EnvFrom) > 0 {
