@@ -116,8 +116,9 @@ type Handler struct {
 
 // NewHandler returns a Handler over workers (the pod workers, normally a
 // *podworker.PodWorkers[T]) and store (the desired pods, normally a
-// *podmanager.Manager). It starts nothing. It returns an error, prefixed
-// "lifecycle: ", for a nil workers or store and for invalid options.
+// *podmanager.Manager). It starts nothing: Run starts the workers and the
+// loop. It returns an error, prefixed "lifecycle: ", for a nil workers or
+// store and for invalid options.
 func NewHandler(workers Workers, store PodStore, opts Options) (*Handler, error) {
 	if workers == nil {
 		return nil, errors.New("lifecycle: NewHandler needs the pod workers, got nil")

@@ -2,17 +2,17 @@ package lifecycle
 
 import "k8s.io/apimachinery/pkg/runtime"
 
-// Recorder receives the events the lifecycle package reports about pods and
-// the node: admission rejections, invalid pods from a source, malformed
-// manifest files. It is the one method of client-go's record.EventRecorder
-// that podkit uses, so such a recorder fits as is.
+// Recorder receives the events the Handler reports about pods: admission
+// rejections, unusable pods in an update (podconfig.ReasonFailedValidation),
+// mirror pod failures. It is the one method of client-go's
+// record.EventRecorder that podkit uses, so such a recorder fits as is; it
+// also fits podconfig.Options.Recorder, so one RecorderFunc can serve both.
 //
-// Eventf is called from the goroutine that is handling the pod (the sync
-// loop, a manifest source's Run, ShutdownNode), possibly concurrently from
-// several of them. It must not block for long and must not call back into
-// the Handler. object is the pod concerned, or a *v1.ObjectReference to the
-// Node for events about no pod (a malformed manifest file). eventType is
-// v1.EventTypeNormal or v1.EventTypeWarning.
+// Eventf is called from the sync loop's goroutine (the one running Run,
+// Dispatch, a HandlePod* method or Housekeeping), inside its critical
+// section. It must not block for long and must not call back into the
+// Handler's Handle*, Dispatch or Housekeeping methods. object is the pod
+// concerned. eventType is v1.EventTypeNormal or v1.EventTypeWarning.
 type Recorder interface {
 	Eventf(object runtime.Object, eventType, reason, messageFmt string, args ...any)
 }
@@ -36,7 +36,7 @@ var (
 )
 
 // Event reasons the lifecycle package records. Admission rejections use the
-// Reason of the PodAdmitResult instead.
+// Reason of the admission.Result instead.
 const (
 	// ReasonFailedMirrorPod: creating or deleting a mirror pod failed;
 	// housekeeping tries again on its next run.

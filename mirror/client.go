@@ -127,39 +127,53 @@ type Client struct {
 	hasLog   bool
 }
 
-// Option configures a Client.
-type Option func(*Client)
-
-// WithLogger sets the logger for the Client's per-pod messages (at V(4)).
-// Without it the Client logs to the logger in the call's context
-// (logr.FromContextOrDiscard), which discards when there is none.
-func WithLogger(l logr.Logger) Option {
-	return func(c *Client) {
-		c.logger = l
-		c.hasLog = true
-	}
+// ClientOptions configure a Client. With an API server (a non-nil PodAPI)
+// NodeName and NodeUID are required; without one (standalone mode) every
+// field may be left empty.
+type ClientOptions struct {
+	// NodeName is the node the agent runs as: the name of the Node object
+	// every mirror pod's controller owner reference names. Required with a
+	// PodAPI.
+	NodeName string
+	// NodeUID returns the UID of the Node object. It is called on every
+	// CreateMirrorPod (possibly concurrently), because the owner reference
+	// must name it and the Node may be registered, or re-created, after the
+	// agent starts; ctx is the call's. An error, or an empty UID, fails
+	// that create and sends nothing. Required with a PodAPI.
+	NodeUID func(ctx context.Context) (types.UID, error)
+	// Logger receives the Client's per-pod messages, at V(4). Defaults to
+	// the logger in each call's context (logr.FromContextOrDiscard), which
+	// discards when there is none.
+	Logger logr.Logger
 }
 
-// NewClient returns a Client that manages the mirror pods of node nodeName
-// through api. nodeUID returns the UID of the Node object; it is called on
-// every CreateMirrorPod (possibly concurrently), because the mirror's owner
-// reference must name it and the Node may be registered, or re-created, after
-// the agent starts.
+// NewClient returns a Client that manages the mirror pods of node
+// opts.NodeName through api. It starts nothing and calls nothing.
 //
 // With a nil api the Client runs in standalone mode, as a kubelet without an
 // API server does: after checking its arguments, CreateMirrorPod does nothing
 // and returns nil, and DeleteMirrorPod returns (false, nil).
 //
-// NewClient returns the concrete type so callers get its documentation;
-// depend on MirrorPodClient where a fake should fit.
-func NewClient(api PodAPI, nodeName string, nodeUID func(context.Context) (types.UID, error), opts ...Option) *Client {
-	c := &Client{api: api, nodeName: nodeName, nodeUID: nodeUID}
-	for _, o := range opts {
-		if o != nil {
-			o(c)
+// It returns an error, prefixed "mirror: ", when api is set and
+// opts.NodeName is empty or opts.NodeUID is nil. NewClient returns the
+// concrete type so callers get its documentation; depend on MirrorPodClient
+// where a fake should fit.
+func NewClient(api PodAPI, opts ClientOptions) (*Client, error) {
+	if api != nil {
+		switch {
+		case opts.NodeName == "":
+			return nil, errors.New("mirror: ClientOptions.NodeName is empty; mirror pods must name their Node")
+		case opts.NodeUID == nil:
+			return nil, fmt.Errorf("mirror: ClientOptions.NodeUID is nil; mirror pods of node %q must name its UID", opts.NodeName)
 		}
 	}
-	return c
+	return &Client{
+		api:      api,
+		nodeName: opts.NodeName,
+		nodeUID:  opts.NodeUID,
+		logger:   opts.Logger,
+		hasLog:   opts.Logger.GetSink() != nil,
+	}, nil
 }
 
 func (c *Client) log(ctx context.Context) logr.Logger {
@@ -192,9 +206,9 @@ func ValidateStaticPod(pod *v1.Pod) error {
 //
 // The mirror is a deep copy of pod with ConfigMirrorAnnotationKey set to
 // pod's ConfigHashAnnotationKey, the owner references replaced by exactly one
-// controller reference to the Node (nodeName and the UID nodeUID returns),
-// and UID and resourceVersion cleared, since the API server assigns them.
-// pod itself is neither kept nor modified.
+// controller reference to the Node (ClientOptions.NodeName and the UID
+// ClientOptions.NodeUID returns), and UID and resourceVersion cleared, since
+// the API server assigns them. pod itself is neither kept nor modified.
 //
 // If a pod with that name already exists, it is read back: a mirror with the
 // same hash means the work is done and nil is returned; a mirror with another
@@ -205,9 +219,9 @@ func ValidateStaticPod(pod *v1.Pod) error {
 // the caller may retry later.
 //
 // Errors: pod fails ValidateStaticPod (wraps ErrNotStaticPod, nothing is
-// sent); the node name is empty, nodeUID is nil, fails or returns an empty UID
-// (nothing is sent); otherwise the PodAPI's error, wrapped. ctx is passed to
-// nodeUID and to the PodAPI.
+// sent); ClientOptions.NodeUID fails or returns an empty UID (nothing is
+// sent); otherwise the PodAPI's error, wrapped. ctx is passed to NodeUID
+// and to the PodAPI.
 func (c *Client) CreateMirrorPod(ctx context.Context, pod *v1.Pod) error {
 	if err := ValidateStaticPod(pod); err != nil {
 		return err
@@ -275,12 +289,6 @@ func (c *Client) CreateMirrorPod(ctx context.Context, pod *v1.Pod) error {
 const createAttempts = 3
 
 func (c *Client) getNodeUID(ctx context.Context) (types.UID, error) {
-	if c.nodeName == "" {
-		return "", errors.New("the client has no node name")
-	}
-	if c.nodeUID == nil {
-		return "", fmt.Errorf("no way to get the UID of node %q", c.nodeName)
-	}
 	uid, err := c.nodeUID(ctx)
 	if err != nil {
 		return "", fmt.Errorf("getting the UID of node %q: %w", c.nodeName, err)

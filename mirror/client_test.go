@@ -66,6 +66,34 @@ func verbs(calls []mirrortest.Call) []mirrortest.Verb {
 	return out
 }
 
+// newClient is NewClient for the options every test but the constructor's
+// gives.
+func newClient(t *testing.T, api mirror.PodAPI, nodeName string, nodeUID func(context.Context) (types.UID, error)) *mirror.Client {
+	t.Helper()
+	client, err := mirror.NewClient(api, mirror.ClientOptions{NodeName: nodeName, NodeUID: nodeUID})
+	require.NoError(t, err)
+	return client
+}
+
+func TestNewClientValidates(t *testing.T) {
+	api := mirrortest.NewFakePodAPI()
+	for name, tc := range map[string]struct {
+		opts    mirror.ClientOptions
+		wantErr string
+	}{
+		"no node name":         {mirror.ClientOptions{NodeUID: nodeUIDIs(testNodeUID, nil)}, "NodeName is empty"},
+		"no node UID function": {mirror.ClientOptions{NodeName: testNode}, "NodeUID is nil"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client, err := mirror.NewClient(api, tc.opts)
+			require.ErrorContains(t, err, tc.wantErr)
+			assert.True(t, strings.HasPrefix(err.Error(), "mirror: "), err.Error())
+			assert.Nil(t, client)
+		})
+	}
+	assert.Empty(t, api.Calls(), "nothing is sent")
+}
+
 func TestCreateMirrorPod(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -75,14 +103,12 @@ func TestCreateMirrorPod(t *testing.T) {
 	}{
 		{"node lookup fails", testNode, nodeUIDIs("", errors.New("node not registered yet")), "node not registered yet"},
 		{"node has no UID", testNode, nodeUIDIs("", nil), "has no UID"},
-		{"no node UID function", testNode, nil, "no way to get the UID"},
-		{"no node name", "", nodeUIDIs(testNodeUID, nil), "no node name"},
 		{"success", testNode, nodeUIDIs(testNodeUID, nil), ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			api := mirrortest.NewFakePodAPI()
-			client := mirror.NewClient(api, tc.nodeName, tc.nodeUID)
+			client := newClient(t, api, tc.nodeName, tc.nodeUID)
 			pod := staticPod("etcd-node-a", "hash-1")
 			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "cm"}}
 			pod.ResourceVersion = "42"
@@ -141,7 +167,7 @@ func TestCreateMirrorPodRefusesPodsThatAreNotStatic(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			api := mirrortest.NewFakePodAPI()
-			client := mirror.NewClient(api, testNode, nodeUIDIs(testNodeUID, nil))
+			client := newClient(t, api, testNode, nodeUIDIs(testNodeUID, nil))
 			err := client.CreateMirrorPod(context.Background(), tc.pod)
 			require.ErrorIs(t, err, mirror.ErrNotStaticPod)
 			assert.Empty(t, api.Calls())
@@ -174,7 +200,7 @@ func TestCreateMirrorPodD5AlreadyExists(t *testing.T) {
 			if tc.getErr != nil {
 				api.InjectError(mirrortest.VerbGet, tc.getErr)
 			}
-			client := mirror.NewClient(api, testNode, nodeUIDIs(testNodeUID, nil))
+			client := newClient(t, api, testNode, nodeUIDIs(testNodeUID, nil))
 
 			err := client.CreateMirrorPod(context.Background(), staticPod("etcd-node-a", "hash-1"))
 			assert.Equal(t, []mirrortest.Verb{mirrortest.VerbCreate, mirrortest.VerbGet}, verbs(api.Calls()))
@@ -198,7 +224,7 @@ func TestCreateMirrorPodD5AlreadyExists(t *testing.T) {
 func TestCreateMirrorPodReturnsAPIErrors(t *testing.T) {
 	api := mirrortest.NewFakePodAPI()
 	api.InjectError(mirrortest.VerbCreate, apierrors.NewForbidden(v1.Resource("pods"), "etcd-node-a", errors.New("no")))
-	client := mirror.NewClient(api, testNode, nodeUIDIs(testNodeUID, nil))
+	client := newClient(t, api, testNode, nodeUIDIs(testNodeUID, nil))
 
 	err := client.CreateMirrorPod(context.Background(), staticPod("etcd-node-a", "hash-1"))
 	require.Error(t, err)
@@ -302,7 +328,7 @@ func TestDeleteMirrorPod(t *testing.T) {
 			for verb, err := range tc.inject {
 				api.InjectError(verb, err)
 			}
-			client := mirror.NewClient(api, testNode, nodeUIDIs(testNodeUID, nil))
+			client := newClient(t, api, testNode, nodeUIDIs(testNodeUID, nil))
 
 			deleted, err := client.DeleteMirrorPod(context.Background(), tc.fullName, tc.uid)
 			assert.Equal(t, tc.wantDeleted, deleted)
@@ -349,7 +375,7 @@ func TestDeleteMirrorPodNeverDeletesAPodSwappedIn(t *testing.T) {
 		}
 		return nil
 	})
-	client := mirror.NewClient(api, testNode, nodeUIDIs(testNodeUID, nil))
+	client := newClient(t, api, testNode, nodeUIDIs(testNodeUID, nil))
 
 	deleted, err := client.DeleteMirrorPod(context.Background(), "etcd-node-a_kube-system", nil)
 	require.NoError(t, err)
@@ -360,7 +386,8 @@ func TestDeleteMirrorPodNeverDeletesAPodSwappedIn(t *testing.T) {
 }
 
 func TestStandaloneClient(t *testing.T) {
-	client := mirror.NewClient(nil, testNode, nil)
+	client, err := mirror.NewClient(nil, mirror.ClientOptions{})
+	require.NoError(t, err, "standalone mode needs no node")
 	ctx := context.Background()
 
 	require.NoError(t, client.CreateMirrorPod(ctx, staticPod("etcd-node-a", "h")), "without an API server there is nothing to do")
@@ -395,7 +422,7 @@ func TestPodAPIFuncs(t *testing.T) {
 			return backend.Delete(ctx, ns, name, o)
 		},
 	}
-	client := mirror.NewClient(api, testNode, nodeUIDIs(testNodeUID, nil))
+	client := newClient(t, api, testNode, nodeUIDIs(testNodeUID, nil))
 	require.NoError(t, client.CreateMirrorPod(ctx, staticPod("etcd-node-a", "h")))
 	deleted, err := client.DeleteMirrorPod(ctx, "etcd-node-a_kube-system", nil)
 	require.NoError(t, err)
@@ -406,10 +433,11 @@ func TestPodAPIFuncs(t *testing.T) {
 func TestClientLogsToTheGivenLogger(t *testing.T) {
 	var lines []string
 	logger := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 4})
-	client := mirror.NewClient(mirrortest.NewFakePodAPI(), testNode, nodeUIDIs(testNodeUID, nil), mirror.WithLogger(logger), nil)
+	client, err := mirror.NewClient(mirrortest.NewFakePodAPI(), mirror.ClientOptions{NodeName: testNode, NodeUID: nodeUIDIs(testNodeUID, nil), Logger: logger})
+	require.NoError(t, err)
 
 	require.NoError(t, client.CreateMirrorPod(context.Background(), staticPod("etcd-node-a", "h")))
-	_, err := client.DeleteMirrorPod(context.Background(), "etcd-node-a_kube-system", nil)
+	_, err = client.DeleteMirrorPod(context.Background(), "etcd-node-a_kube-system", nil)
 	require.NoError(t, err)
 	require.Len(t, lines, 2)
 	assert.Contains(t, lines[0], "Creating mirror pod")
@@ -426,7 +454,7 @@ func TestCreateMirrorPodCreatesAgainWhenTheExistingPodVanishes(t *testing.T) {
 		}
 		return nil
 	})
-	client := mirror.NewClient(api, testNode, nodeUIDIs(testNodeUID, nil))
+	client := newClient(t, api, testNode, nodeUIDIs(testNodeUID, nil))
 
 	require.NoError(t, client.CreateMirrorPod(context.Background(), staticPod("etcd-node-a", "hash-1")))
 	assert.Equal(t, []mirrortest.Verb{"create", "get", "create"}, verbs(api.Calls()))
@@ -449,7 +477,7 @@ func TestCreateMirrorPodGivesUpOnAFlappingName(t *testing.T) {
 		}
 		return nil
 	})
-	client := mirror.NewClient(api, testNode, nodeUIDIs(testNodeUID, nil))
+	client := newClient(t, api, testNode, nodeUIDIs(testNodeUID, nil))
 
 	err := client.CreateMirrorPod(context.Background(), staticPod("etcd-node-a", "hash-1"))
 	require.Error(t, err)
@@ -459,7 +487,7 @@ func TestCreateMirrorPodGivesUpOnAFlappingName(t *testing.T) {
 
 func TestClientIsSafeForConcurrentUse(t *testing.T) {
 	api := mirrortest.NewFakePodAPI()
-	client := mirror.NewClient(api, testNode, nodeUIDIs(testNodeUID, nil))
+	client := newClient(t, api, testNode, nodeUIDIs(testNodeUID, nil))
 	ctx := context.Background()
 	const workers, rounds = 8, 25
 

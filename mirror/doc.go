@@ -21,7 +21,8 @@
 //     the source's name, which gives the pod its UID, node-suffixed name,
 //     namespace, node name, config hash and source annotation.
 //  2. Builds one [Client] with [NewClient] over a [PodAPI] (three calls;
-//     a client-go clientset fits with the adapter shown on [PodAPIFuncs]).
+//     a client-go clientset fits with the adapter shown on [PodAPIFuncs]),
+//     with [ClientOptions] naming the node and how to look up its UID.
 //  3. While the static pod runs, makes sure a mirror exists: if the mirror it
 //     knows is not [IsMirrorPodOf] the static pod, deletes it with
 //     [Client.DeleteMirrorPod] passing the mirror's UID, then calls

@@ -20,7 +20,11 @@ func ExampleNewClient() {
 	ctx := context.Background()
 	api := mirrortest.NewFakePodAPI()
 	nodeUID := func(context.Context) (types.UID, error) { return "node-uid-1", nil }
-	client := mirror.NewClient(api, "node-a", nodeUID)
+	client, err := mirror.NewClient(api, mirror.ClientOptions{NodeName: "node-a", NodeUID: nodeUID})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "kube-system", UID: "etcd-v1"},

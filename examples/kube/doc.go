@@ -30,8 +30,9 @@
 //  2. Create a StatusWriter, wrap the runtime's PodSyncer with WrapSyncer,
 //     and build the pod workers over the wrapped syncer.
 //  3. Give lifecycle.NewHandler a mirror.NewClient(NewPodAPI(cs.CoreV1()),
-//     name, NodeUID(cs.CoreV1(), name)), list mirror.ApiserverSource in
-//     its Sources, and let OnReject call StatusWriter.SetPodStatus.
+//     mirror.ClientOptions{NodeName: name, NodeUID: NodeUID(cs.CoreV1(),
+//     name)}), list mirror.ApiserverSource in its Sources, and let
+//     OnReject call StatusWriter.SetPodStatus.
 //  4. Run, each on its own goroutine: the Handler, StatusWriter.Run with the
 //     pod workers, APISource.Run into a podconfig.Config, and optionally a
 //     NodeHeartbeat.

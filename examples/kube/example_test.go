@@ -49,8 +49,12 @@ func Example() {
 	}
 
 	// 3. The sync loop, with real mirror pods and the API source listed.
+	mirrors, err := mirror.NewClient(kube.NewPodAPI(cs.CoreV1()), mirror.ClientOptions{NodeName: node, NodeUID: kube.NodeUID(cs.CoreV1(), node)})
+	if err != nil {
+		panic(err)
+	}
 	handler, err := lifecycle.NewHandler(workers, podmanager.New(), lifecycle.Options{
-		MirrorClient: mirror.NewClient(kube.NewPodAPI(cs.CoreV1()), node, kube.NodeUID(cs.CoreV1(), node)),
+		MirrorClient: mirrors,
 		OnReject:     func(_ context.Context, pod *v1.Pod, st v1.PodStatus) { writer.SetPodStatus(pod, st) },
 		Sources:      []string{mirror.ApiserverSource},
 	})

@@ -40,9 +40,10 @@ func testMirrorClient(t *testing.T, c *cluster) {
 	cs := c.nodeClient(t, node)
 
 	// Without a Node there is no UID to own the mirror.
-	client := mirror.NewClient(kube.NewPodAPI(cs.CoreV1()), node, kube.NodeUID(cs.CoreV1(), node))
+	client, err := mirror.NewClient(kube.NewPodAPI(cs.CoreV1()), mirror.ClientOptions{NodeName: node, NodeUID: kube.NodeUID(cs.CoreV1(), node)})
+	require.NoError(t, err)
 	pod := staticPod(t, node, "web")
-	err := client.CreateMirrorPod(ctx, pod)
+	err = client.CreateMirrorPod(ctx, pod)
 	require.Error(t, err)
 	assert.True(t, apierrors.IsNotFound(err), "want the Node lookup's NotFound, got %v", err)
 
@@ -86,7 +87,8 @@ func testMirrorClient(t *testing.T, c *cluster) {
 	// pod that does not exist is not, so the client's read is Forbidden
 	// where an administrator's is NotFound; with the mirror's UID given the
 	// client deletes by that UID, and the API server answers NotFound.
-	adminClient := mirror.NewClient(kube.NewPodAPI(c.admin.CoreV1()), node, kube.NodeUID(c.admin.CoreV1(), node))
+	adminClient, err := mirror.NewClient(kube.NewPodAPI(c.admin.CoreV1()), mirror.ClientOptions{NodeName: node, NodeUID: kube.NodeUID(c.admin.CoreV1(), node)})
+	require.NoError(t, err)
 	deleted, err = adminClient.DeleteMirrorPod(ctx, mirror.PodFullName(pod), nil)
 	require.NoError(t, err)
 	assert.False(t, deleted, "deleting a missing mirror is not an error")

@@ -21,10 +21,10 @@ import (
 // NodeLeaseNamespace is the namespace of the node heartbeat leases.
 const NodeLeaseNamespace = "kube-node-lease"
 
-// NodeUID returns the node-UID lookup that mirror.NewClient needs: each call
-// reads the Node nodeName from the API server and returns its UID. It reads
-// on every call (mirror pods are created rarely) so a Node that is deleted
-// and registered again is never named by a stale UID. A missing Node is an
+// NodeUID returns the node-UID lookup mirror.ClientOptions.NodeUID needs:
+// each call reads the Node nodeName from the API server and returns its
+// UID. It reads on every call (mirror pods are created rarely) so a Node
+// that is deleted and registered again is never named by a stale UID. A missing Node is an
 // error wrapping the API's NotFound. The function is safe for concurrent use
 // and honours ctx.
 func NodeUID(nodes corev1client.NodesGetter, nodeName string) func(context.Context) (types.UID, error) {

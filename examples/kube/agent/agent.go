@@ -247,10 +247,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		sources = append(sources, manifests.Source())
 	}
+	mirrors, err := mirror.NewClient(kube.NewPodAPI(core), mirror.ClientOptions{
+		NodeName: cfg.NodeName,
+		NodeUID:  kube.NodeUID(core, cfg.NodeName),
+		Logger:   log.WithName("mirror"),
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
 	handler, err := lifecycle.NewHandler(workers, store, lifecycle.Options{
 		AdmitHandlers: []admission.Handler{admitRunnable},
-		MirrorClient: mirror.NewClient(kube.NewPodAPI(core), cfg.NodeName, kube.NodeUID(core, cfg.NodeName),
-			mirror.WithLogger(log.WithName("mirror"))),
+		MirrorClient:  mirrors,
 		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
 			return rt.RuntimePods(), nil
 		}),
