@@ -131,7 +131,9 @@ func TestFollowGoesAcrossRotationToTheContainersExit(t *testing.T) {
 
 	var out strings.Builder
 	done := make(chan error, 1)
-	go func() { done <- rt.ReadLogs(context.Background(), pod.UID, "c", processruntime.LogOptions{Follow: true}, &out) }()
+	go func() {
+		done <- rt.ReadLogs(context.Background(), pod.UID, "c", processruntime.LogOptions{Follow: true}, &out)
+	}()
 	touch(t, rt, pod.UID, "go")
 	select {
 	case err := <-done:
