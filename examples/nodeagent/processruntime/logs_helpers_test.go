@@ -107,3 +107,11 @@ func logFiles(t *testing.T, dir string) []logFile {
 	}
 	return out
 }
+
+// readFile reads dir/name.
+func readFile(t *testing.T, dir, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	require.NoError(t, err)
+	return string(data)
+}
