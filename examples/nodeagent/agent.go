@@ -42,6 +42,8 @@ type options struct {
 	demoTimeout time.Duration
 	// runtimeOptions choose the container runtime (runtime_cri.go).
 	runtimeOptions
+	// logCapOptions cap the containers' logs (logcap.go).
+	logCapOptions
 }
 
 // demo reports whether the agent plays the embedded demo (no --manifests).
@@ -151,6 +153,9 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		BackOff:  opts.restartBackOff,
 		Logger:   log.WithName("runtime"),
 		OnEvent:  a.onRuntimeEvent,
+
+		ContainerLogMaxSize:  opts.containerLogMaxSize,
+		ContainerLogMaxFiles: opts.containerLogMaxFiles,
 	})
 	if err != nil {
 		return nil, err

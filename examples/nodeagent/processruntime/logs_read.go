@@ -116,10 +116,20 @@ func (lr *logReader) drain(ctx context.Context) error {
 }
 
 // nextChunk finds the chunk after the current one (the first one when
-// none is current yet).
+// none is current yet): the next by number when it exists, else the first
+// later one, when chunks were pruned before this reader got to them.
+//
+// A directory listing is no snapshot: one taken while the shim starts a
+// chunk may miss a chunk created before another it shows. So chunks are
+// looked for by name first, and a listing only tells how far to look.
 func (lr *logReader) nextChunk() (logshim.Chunk, bool, error) {
 	if lr.end != nil && lr.haveCur && lr.cur == *lr.end {
 		return logshim.Chunk{}, false, nil
+	}
+	if lr.haveCur {
+		if c := (logshim.Chunk{Instance: lr.instance, Seq: lr.cur.Seq + 1}); lr.exists(c) {
+			return c, true, nil
+		}
 	}
 	chunks, err := logshim.InstanceChunks(lr.dir, lr.instance)
 	if err != nil {
@@ -129,11 +139,34 @@ func (lr *logReader) nextChunk() (logshim.Chunk, bool, error) {
 		if lr.end != nil && c.Seq > lr.end.Seq {
 			break
 		}
-		if !lr.haveCur || c.Seq > lr.cur.Seq {
-			return c, true, nil
+		if lr.haveCur && c.Seq <= lr.cur.Seq {
+			continue
 		}
+		// Chunks before c that the listing missed come first. Only chunks
+		// started while it was taken can be missed: a few, just before c
+		// (further back, the chunks were pruned).
+		from := max(c.Seq-maxMissedChunks, 0)
+		if lr.haveCur {
+			from = max(from, lr.cur.Seq+1)
+		}
+		for seq := from; seq < c.Seq; seq++ {
+			if b := (logshim.Chunk{Instance: lr.instance, Seq: seq}); lr.exists(b) {
+				return b, true, nil
+			}
+		}
+		return c, true, nil
 	}
 	return logshim.Chunk{}, false, nil
+}
+
+// maxMissedChunks bounds how many chunks nextChunk looks for by name
+// before the first one a listing shows.
+const maxMissedChunks = 64
+
+// exists reports whether chunk c is in the directory.
+func (lr *logReader) exists(c logshim.Chunk) bool {
+	_, err := os.Lstat(filepath.Join(lr.dir, c.Name()))
+	return err == nil
 }
 
 // open makes c the current chunk, read from offset. A chunk pruned

@@ -66,9 +66,11 @@ func (r *Runtime) startLogShim(dir string, instance int) (stdout, stderr *os.Fil
 		files = append(files, rd, wr)
 	}
 	cmd := &exec.Cmd{
-		Path:       shimExecutable,
-		Args:       append([]string{"podkit-log-shim"}, logshim.Args(dir, instance, r.logMaxSize, r.logMaxFiles)...),
-		Env:        []string{logshim.MarkerEnv + "=1"},
+		Path: shimExecutable,
+		Args: append([]string{"podkit-log-shim"}, logshim.Args(dir, instance, r.logMaxSize, r.logMaxFiles)...),
+		// GORACE matters only when the program was built with -race (a
+		// test binary): the race runtime would sleep a second at exit.
+		Env:        []string{logshim.MarkerEnv + "=1", "GORACE=atexit_sleep_ms=0"},
 		Dir:        "/",
 		ExtraFiles: []*os.File{files[0], files[2], lock},
 		// A group of its own: signals for the agent's group (a terminal's
@@ -120,7 +122,7 @@ func (r *Runtime) awaitLogShim(sh *logShim) {
 			tick.Stop()
 		}
 	}()
-	for logshim.Running(sh.dir, sh.instance) {
+	for !shimGone(sh) {
 		if tick == nil {
 			tick = r.clock.NewTicker(r.poll)
 		}
@@ -151,8 +153,8 @@ func (r *Runtime) stopLogShims(podDir string) error {
 		dir := filepath.Join(podDir, logsDir, e.Name())
 		locks, _ := logshim.Locks(dir)
 		for _, i := range locks {
-			if logshim.Running(dir, i) {
-				running = append(running, &logShim{dir: dir, instance: i})
+			if sh := (&logShim{dir: dir, instance: i}); !shimGone(sh) {
+				running = append(running, sh)
 			}
 		}
 	}
@@ -167,7 +169,7 @@ func (r *Runtime) stopLogShims(podDir string) error {
 	for {
 		left := running[:0]
 		for _, sh := range running {
-			if logshim.Running(sh.dir, sh.instance) {
+			if !shimGone(sh) {
 				left = append(left, sh)
 			}
 		}
@@ -190,6 +192,17 @@ func (r *Runtime) stopLogShims(podDir string) error {
 			deadline = r.clock.NewTimer(r.killTimeout)
 		}
 	}
+}
+
+// shimGone reports whether the shim of the instance has ended: it
+// released its lock, and its process, which releases the lock as it exits,
+// is no longer in the process table (or a zombie).
+func shimGone(sh *logShim) bool {
+	if logshim.Running(sh.dir, sh.instance) {
+		return false
+	}
+	pid, start, err := logshim.Holder(sh.dir, sh.instance)
+	return err != nil || !sameProcess(pid, start)
 }
 
 // killLogShim SIGKILLs the shim holding the instance's lock, checking

@@ -18,8 +18,9 @@
 // All instances of one container share one directory:
 //
 //	<instance>.<seq>.log   a chunk of instance <instance>'s log, seq 0, 1, ...
-//	<instance>.lock        locked (flock) while the instance's shim runs;
-//	                       holds "<pid> <start ticks>" of the shim
+//	<instance>.lock        locked (flock) while the instance's shim runs,
+//	                       released when it exits; holds "<pid> <start
+//	                       ticks>" of the shim
 //
 // A chunk never exceeds the maximum size; when the next record would not
 // fit, the shim starts the next chunk, then deletes the oldest chunks of

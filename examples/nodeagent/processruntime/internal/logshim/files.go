@@ -130,11 +130,11 @@ func Holder(dir string, instance int) (pid int, startTicks uint64, err error) {
 	return pid, startTicks, nil
 }
 
-// CreateLock creates (or takes over) the lock file of the instance in dir
-// and locks it exclusively. The caller hands the file to the shim, which
-// holds the lock until it ends. A lock file still locked by a live shim of
-// the same instance (the agent died while starting the instance, and
-// starts it again) is replaced by a new one.
+// CreateLock creates (or takes over, when no shim holds it) the lock file
+// of the instance in dir and locks it exclusively. The caller hands the
+// file to the shim, which holds the lock until it ends. A lock file still
+// locked by a live shim of the same instance (the agent died while
+// starting the instance, and starts it again) is replaced by a new one.
 func CreateLock(dir string, instance int) (*os.File, error) {
 	path := filepath.Join(dir, LockName(instance))
 	for range 2 {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -49,8 +49,9 @@ func Args(dir string, instance int, maxSize int64, maxFiles int) []string {
 
 // Main is the shim: it copies the container's stdout and stderr (fds 3 and
 // 4) into the instance's chunks until both reach end of file, then closes
-// the chunk, removes its lock file (fd 5) and returns. args are those of
-// Args.
+// the chunk and returns. The lock (fd 5) is released when the process
+// ends; its file stays, unlocked, until the instance's logs are pruned.
+// args are those of Args.
 func Main(args []string) error {
 	if len(args) != 4 {
 		return fmt.Errorf("want 4 arguments (dir, instance, max size, max files), got %d", len(args))
@@ -88,19 +89,9 @@ func Main(args []string) error {
 	s.mu.Lock()
 	s.w.close()
 	s.mu.Unlock()
-	removeLock(lock, filepath.Join(dir, LockName(instance)))
+	// Held to the end: the lock is released as the process exits.
+	runtime.KeepAlive(lock)
 	return nil
-}
-
-// removeLock deletes the lock file, unless another one (a later shim of
-// the same instance) has taken its name, then releases the lock.
-func removeLock(lock *os.File, path string) {
-	held, err1 := lock.Stat()
-	named, err2 := os.Stat(path)
-	if err1 == nil && err2 == nil && os.SameFile(held, named) {
-		_ = os.Remove(path)
-	}
-	lock.Close()
 }
 
 // shim holds the writer the two streams share.

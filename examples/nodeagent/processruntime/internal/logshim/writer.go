@@ -26,10 +26,12 @@ type writer struct {
 	buf  []byte
 	// lost counts bytes dropped since the last loss notice; lostErr is the
 	// latest reason. notice is how many bytes at the start of buf are a
-	// loss notice (not counted as lost again if they cannot be written).
-	lost    int64
-	lostErr error
-	notice  int
+	// loss notice, which reports noticeLost bytes: if it cannot be written
+	// either, those count as lost again, and the notice itself does not.
+	lost       int64
+	lostErr    error
+	notice     int
+	noticeLost int64
 }
 
 // newWriter returns a writer for instance in dir. It continues after the
@@ -67,12 +69,13 @@ func (w *writer) addLossNotice(ts []byte) {
 	if w.lost == 0 {
 		return
 	}
-	text := fmt.Appendf(nil, "podkit log shim: %d bytes of output were lost: %v", w.lost, w.lostErr)
+	text := fmt.Appendf(nil, "podkit log shim: lost %d bytes of log records: %v", w.lost, w.lostErr)
+	lost := w.lost
 	w.lost, w.lostErr = 0, nil
-	start := len(w.buf)
 	w.add(ts, Stderr, TagFull, text)
-	if start == 0 {
-		w.notice = len(w.buf)
+	// The notice is alone in buf unless add wrote out what was before it.
+	if int64(len(w.buf)) == int64(len(ts)+1+len(Stderr)+3+len(text)+1) {
+		w.notice, w.noticeLost = len(w.buf), lost
 	}
 }
 
@@ -82,10 +85,13 @@ func (w *writer) flush() {
 	if len(w.buf) == 0 {
 		return
 	}
-	notice := w.notice
-	w.notice = 0
+	notice, noticeLost := w.notice, w.noticeLost
+	w.notice, w.noticeLost = 0, 0
 	drop := func(err error) {
-		w.lost += int64(max(len(w.buf)-notice, 0))
+		w.lost += int64(len(w.buf) - notice)
+		if notice > 0 {
+			w.lost += noticeLost
+		}
 		w.lostErr = err
 		w.buf = w.buf[:0]
 	}
