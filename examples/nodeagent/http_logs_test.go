@@ -161,7 +161,9 @@ spec:
 	assert.Equal(t, "one\n", text)
 
 	// A follow streams each line as it comes, and ends with the container.
-	resp, err := http.Get(srv.URL + base + "?follow=true")
+	// (A response that did not flush would time out, not hang the test.)
+	client := &http.Client{Timeout: 20 * time.Second}
+	resp, err := client.Get(srv.URL + base + "?follow=true")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
