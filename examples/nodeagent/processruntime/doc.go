@@ -85,8 +85,10 @@
 //
 // Every method is safe for concurrent use; the hooks of one pod must not
 // overlap, as the engine guarantees. One goroutine waits for each running
-// process and ends with it; one polls each adopted process until it ends
-// or Close is called.
+// process and ends with it (after its log shim); one waits for each log
+// shim this runtime started and ends with it; one polls each adopted
+// process until it ends or Close is called. ReadLogs runs in its caller's
+// goroutine.
 //
 // The runtime reads /proc, so it works on Linux only; elsewhere Open
 // returns an error.
