@@ -74,8 +74,8 @@
 // instance, like conmon, ends with its container and keeps one
 // container's flood from slowing the others; it costs about 1.3 MB of
 // private memory (its program's pages are shared) and does not touch the
-// agent at all. A program built with -race gives its shims
-// GORACE=atexit_sleep_ms=0, or each would sleep a second at exit.
+// agent at all. Shims get GORACE=atexit_sleep_ms=0: in a program built
+// with -race (a test binary) each would otherwise sleep a second at exit.
 //
 // The shim runs in a process group of its own and does not carry the
 // PODKIT_* variables: it is not a process of the pod, and it outlives the
