@@ -114,7 +114,11 @@ spec:
 	uid := uidOfEventually(t, a, "default/talker-test-node")
 	waitFor(t, a, "the first line", func() bool { return a.logContains(uid, "main", "one\n") })
 
-	srv := httptest.NewServer(a.httpHandler())
+	// A server write timeout far shorter than a follow: each write of a
+	// log response has its own deadline.
+	srv := httptest.NewUnstartedServer(a.httpHandler())
+	srv.Config.WriteTimeout = 300 * time.Millisecond
+	srv.Start()
 	defer srv.Close()
 	get := func(path string) (int, string) {
 		t.Helper()
@@ -202,6 +206,8 @@ spec:
 	line, err := lines.ReadString('\n')
 	require.NoError(t, err)
 	assert.Equal(t, "one\n", line, "the first line arrives while the container runs")
+	// The container is silent for longer than the server's write timeout.
+	time.Sleep(2 * srv.Config.WriteTimeout)
 	require.NoError(t, os.WriteFile(filepath.Join(a.rt.PodDir(uid), "scratch", "go"), nil, 0o644))
 	line, err = lines.ReadString('\n')
 	require.NoError(t, err)
