@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/logshim"
 )
@@ -164,8 +165,20 @@ const maxMissedChunks = 64
 
 // exists reports whether chunk c is in the directory.
 func (lr *logReader) exists(c logshim.Chunk) bool {
-	_, err := os.Lstat(filepath.Join(lr.dir, c.Name()))
-	return err == nil
+	fi, err := os.Lstat(filepath.Join(lr.dir, c.Name()))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// chunkGone reports whether an error opening a chunk means it is not
+// there to read: pruned, or not a file the shim made.
+func chunkGone(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ELOOP)
+}
+
+// openChunk opens chunk c for reading. A chunk is a regular file the shim
+// made: a symbolic link in its place is not followed.
+func (lr *logReader) openChunk(c logshim.Chunk) (*os.File, error) {
+	return os.OpenFile(filepath.Join(lr.dir, c.Name()), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 }
 
 // open makes c the current chunk, read from offset. A chunk pruned
@@ -176,9 +189,9 @@ func (lr *logReader) open(c logshim.Chunk, offset int64) error {
 		lr.rr = nil
 	}
 	lr.cur, lr.haveCur = c, true
-	f, err := os.Open(filepath.Join(lr.dir, c.Name()))
+	f, err := lr.openChunk(c)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if chunkGone(err) {
 			return nil
 		}
 		return err

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/logshim"
 )
@@ -103,9 +101,9 @@ func (lr *logReader) offsetAfterFull(c logshim.Chunk, k int64) (int64, error) {
 // just after it, until fn returns false; size, if not nil, gets the
 // offset where it stopped.
 func (lr *logReader) scan(c logshim.Chunk, fn func(line []byte, end int64) bool, size *int64) error {
-	f, err := os.Open(filepath.Join(lr.dir, c.Name()))
+	f, err := lr.openChunk(c)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if chunkGone(err) {
 			return nil
 		}
 		return err
