@@ -17,7 +17,7 @@ import (
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/logshim"
 )
 
-func TestPreviousReadsTheInstanceBeforTheLatestRestart(t *testing.T) {
+func TestPreviousReadsTheInstanceBeforeTheLatestRestart(t *testing.T) {
 	t.Parallel()
 	ev := newEvents()
 	rt := openRuntime(t, processruntime.Options{OnEvent: ev.add, BackOff: time.Millisecond, MaxBackOff: time.Millisecond})
