@@ -70,7 +70,7 @@ func (a *agent) httpHandler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /pods/{uid}/logs/{container}", a.serveLogs)
+	mux.HandleFunc("GET /pods/{uid}/logs/{container}", a.logsHandler(maxLogStreams))
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

@@ -22,17 +22,38 @@ import (
 // (and its follow) forever.
 const logWriteTimeout = 30 * time.Second
 
+// maxLogStreams bounds the log responses the agent serves at once (each
+// holds about 100 KiB of buffers, and a follow lasts as long as its
+// container); more get 429 Too Many Requests.
+const maxLogStreams = 64
+
 // logParams are the query parameters of GET /pods/{uid}/logs/{container},
 // named as the kubelet's (v1.PodLogOptions).
 var logParams = []string{"follow", "previous", "timestamps", "tailLines", "sinceSeconds", "sinceTime", "limitBytes"}
 
-// serveLogs serves GET /pods/{uid}/logs/{container}: the container's log
+// logsHandler serves GET /pods/{uid}/logs/{container}: the container's log
 // as text, as `kubectl logs` shows it, with the query parameters follow,
 // previous, timestamps (true or false), tailLines (>= 0), sinceSeconds
 // (> 0) or sinceTime (RFC 3339), and limitBytes (> 0). A follow streams
 // each line as it is logged until the container instance ends or the
 // client goes away. Bad parameters get 400, an unknown pod or container
-// (or no previous instance) 404, each with a message saying why.
+// (or no previous instance) 404, each with a message saying why; beyond
+// limit responses at once, 429.
+func (a *agent) logsHandler(limit int) http.HandlerFunc {
+	streams := make(chan struct{}, limit)
+	return func(w http.ResponseWriter, req *http.Request) {
+		select {
+		case streams <- struct{}{}:
+			defer func() { <-streams }()
+		default:
+			http.Error(w, fmt.Sprintf("nodeagent: %d log requests are being served already; try again later", limit), http.StatusTooManyRequests)
+			return
+		}
+		a.serveLogs(w, req)
+	}
+}
+
+// serveLogs serves one logs request (see logsHandler).
 func (a *agent) serveLogs(w http.ResponseWriter, req *http.Request) {
 	uid, container := types.UID(req.PathValue("uid")), req.PathValue("container")
 	opts, err := parseLogQuery(req.URL.Query(), time.Now())
@@ -133,8 +154,10 @@ func (l *logResponse) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// Flush sends what the response buffers to the client.
+// Flush sends what the response buffers to the client (the status first:
+// it cannot change afterwards).
 func (l *logResponse) Flush() error {
+	l.wrote = true
 	_ = l.rc.SetWriteDeadline(time.Now().Add(logWriteTimeout))
 	err := l.rc.Flush()
 	if errors.Is(err, http.ErrNotSupported) {

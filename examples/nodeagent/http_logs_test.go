@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"math"
 	"net/http"
@@ -113,7 +114,11 @@ spec:
 	uid := uidOfEventually(t, a, "default/talker-test-node")
 	waitFor(t, a, "the first line", func() bool { return a.logContains(uid, "main", "one\n") })
 
-	srv := httptest.NewServer(a.httpHandler())
+	// A server write timeout far shorter than a follow: each write of a
+	// log response has its own deadline.
+	srv := httptest.NewUnstartedServer(a.httpHandler())
+	srv.Config.WriteTimeout = 300 * time.Millisecond
+	srv.Start()
 	defer srv.Close()
 	get := func(path string) (int, string) {
 		t.Helper()
@@ -160,8 +165,39 @@ spec:
 	assert.NoError(t, err, "a timestamp starts %q", body)
 	assert.Equal(t, "one\n", text)
 
+	// Log responses at once are bounded.
+	mux := http.NewServeMux()
+	mux.Handle("GET /pods/{uid}/logs/{container}", a.logsHandler(2))
+	limited := httptest.NewServer(mux)
+	defer limited.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	for range 2 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, limited.URL+base+"?follow=true", nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	resp, err := http.Get(limited.URL + base)
+	require.NoError(t, err)
+	body, _ = readAll(resp)
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, "nodeagent: 2 log requests are being served already; try again later\n", body)
+	cancel()
+	waitFor(t, a, "the follows to end with their clients", func() bool {
+		resp, err := http.Get(limited.URL + base)
+		if err != nil {
+			return false
+		}
+		_, _ = readAll(resp)
+		return resp.StatusCode == http.StatusOK
+	})
+
 	// A follow streams each line as it comes, and ends with the container.
-	resp, err := http.Get(srv.URL + base + "?follow=true")
+	// (A response that did not flush would time out, not hang the test.)
+	client := &http.Client{Timeout: 20 * time.Second}
+	resp, err = client.Get(srv.URL + base + "?follow=true")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -170,6 +206,8 @@ spec:
 	line, err := lines.ReadString('\n')
 	require.NoError(t, err)
 	assert.Equal(t, "one\n", line, "the first line arrives while the container runs")
+	// The container is silent for longer than the server's write timeout.
+	time.Sleep(2 * srv.Config.WriteTimeout)
 	require.NoError(t, os.WriteFile(filepath.Join(a.rt.PodDir(uid), "scratch", "go"), nil, 0o644))
 	line, err = lines.ReadString('\n')
 	require.NoError(t, err)
@@ -177,6 +215,13 @@ spec:
 	rest, err := io.ReadAll(lines)
 	require.NoError(t, err, "the response ends once the container has")
 	assert.Empty(t, rest)
+}
+
+// readAll reads and closes a response's body.
+func readAll(resp *http.Response) (string, error) {
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }
 
 // uidOfEventually waits until the agent knows the pod named name and

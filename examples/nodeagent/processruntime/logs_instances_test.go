@@ -10,13 +10,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/logshim"
 )
 
-func TestPreviousReadsTheInstanceBeforTheLatestRestart(t *testing.T) {
+func TestPreviousReadsTheInstanceBeforeTheLatestRestart(t *testing.T) {
 	t.Parallel()
 	ev := newEvents()
 	rt := openRuntime(t, processruntime.Options{OnEvent: ev.add, BackOff: time.Millisecond, MaxBackOff: time.Millisecond})
@@ -148,4 +149,45 @@ func TestALogShimHeldOpenOutsideThePodIsStoppedWithIt(t *testing.T) {
 	terminate(t, rt, pod, 1)
 	assert.Empty(t, logShims(t, rt.PodDir(pod.UID)), "the pod's log shim stopped with it")
 	assert.Equal(t, "bye\n", readLogs(t, rt, pod.UID, "c", processruntime.LogOptions{Follow: true}), "its log is complete")
+}
+
+func TestAContainersExitIsRecordedOnceItsLogIsComplete(t *testing.T) {
+	t.Parallel()
+	const pods = 4
+	type seen struct {
+		uid  types.UID
+		tail string
+	}
+	tails := make(chan seen, pods)
+	var rt *processruntime.Runtime
+	// Read the log the moment the exit is announced.
+	rt = openRuntime(t, processruntime.Options{OnEvent: func(ev processruntime.Event) {
+		if ev.Type == processruntime.ContainerExited {
+			var out strings.Builder
+			err := rt.ReadLogs(context.Background(), ev.UID, "c", processruntime.LogOptions{TailLines: ptr[int64](1)}, &out)
+			if err != nil {
+				out.WriteString(err.Error())
+			}
+			tails <- seen{ev.UID, out.String()}
+		}
+	}})
+	var list []*v1.Pod
+	for range pods {
+		// Far more than the pipe holds, in empty lines (the costliest for
+		// the shim, a record each): the shim still has a pipeful to write
+		// as the container exits.
+		pod := newPod(v1.RestartPolicyNever, "c", `exec awk 'BEGIN { for (i = 0; i < 300000; i++) print ""; print "last" }'`)
+		list = append(list, pod)
+		_, err := syncPod(rt, pod)
+		require.NoError(t, err)
+		t.Cleanup(func() { terminate(t, rt, pod, 1) })
+	}
+	for range list {
+		select {
+		case s := <-tails:
+			assert.Equal(t, "last\n", s.tail, "pod %s: the log's last line is there when the exit is", s.uid)
+		case <-time.After(30 * time.Second):
+			t.Fatal("not every container exited within 30s")
+		}
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -149,4 +151,25 @@ func TestLogsOutliveThePodUntilPruned(t *testing.T) {
 	require.NoError(t, err)
 	err = rt.ReadLogs(context.Background(), pod.UID, "c", processruntime.LogOptions{}, io.Discard)
 	require.ErrorIs(t, err, processruntime.ErrLogsNotFound, "pruned with the tombstone")
+}
+
+func TestReadLogsSkipsWhatTheShimDidNotWrite(t *testing.T) {
+	t.Parallel()
+	ev := newEvents()
+	rt := openRuntime(t, processruntime.Options{OnEvent: ev.add})
+	pod := newPod(v1.RestartPolicyNever, "c", "echo real")
+	_, err := syncPod(rt, pod)
+	require.NoError(t, err)
+	ev.wait(t, "exit", exitedEvent(pod.UID, "c", 1))
+	t.Cleanup(func() { terminate(t, rt, pod, 1) })
+	dir := rt.LogDir(pod.UID, "c")
+	secret := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("2026-12-01T00:00:00Z stdout F not a log\n"), 0o600))
+	// A chunk that is a link to another file, then one with a line that
+	// is no record and a line longer than any record.
+	require.NoError(t, os.Symlink(secret, filepath.Join(dir, "0.1.log")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "0.2.log"), []byte("garbage\n"+strings.Repeat("x", 200<<10)+"\n2026-12-01T00:00:01Z stderr F kept\n"), 0o600))
+	assert.Equal(t, "real\nkept\n", readLogs(t, rt, pod.UID, "c", processruntime.LogOptions{}))
+	assert.Equal(t, "kept\n", readLogs(t, rt, pod.UID, "c", processruntime.LogOptions{TailLines: ptr[int64](1)}))
+	assert.Equal(t, "real\nkept\n", readLogs(t, rt, pod.UID, "c", processruntime.LogOptions{Follow: true}))
 }

@@ -312,9 +312,9 @@ func lockDir(dir string) (*os.File, error) {
 
 // Close stops the goroutines that watch adopted processes and releases the
 // state directory. Processes keep running: a later Runtime on the same
-// directory adopts them. Hooks called after Close return ErrClosed. The
-// goroutine that waits for each started process ends when the process
-// does. Close is idempotent.
+// directory adopts them. Hooks called after Close return ErrClosed, and a
+// ReadLogs that follows a log ends. The goroutines that wait for each
+// started process and log shim end when they do. Close is idempotent.
 func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.closing)
