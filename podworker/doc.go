@@ -77,12 +77,25 @@
 // every ResyncInterval. A newer update always runs as soon as the current
 // hook returns.
 //
+// # Grace periods
+//
+// SyncTerminatingPod gets the shortest grace period requested so far: the
+// pod's deletion grace period or a kill's override, else the pod's
+// spec.terminationGracePeriodSeconds, else 1. Once set it only ever shortens
+// (a shorter request cancels the running SyncTerminatingPod, which is called
+// again with it). One rule covers odd values, whatever their source: a
+// request below 1 (0 or negative) means 1 — as the API server and the
+// kubelet treat them — and never an error; a request above
+// MaxGracePeriodSeconds (about 100 years) means MaxGracePeriodSeconds, so
+// that time.Duration(gracePeriod)*time.Second never overflows. PodInfo's
+// GracePeriod shows the value in effect.
+//
 // # Where podkit differs from the kubelet
 //
 // The behaviour follows the kubelet's pod workers (v1.37.2) except:
 //
 //   - D1: the effective grace period only ever shortens once set; a request
-//     of 0 means 1.
+//     below 1 means 1 (see Grace periods).
 //   - D2: a kill's CompletedCh is closed exactly when the pod can no longer
 //     have running containers, on every path (never started, already
 //     finished, runtime-only, forgotten orphans).

@@ -291,8 +291,8 @@ func (w *PodWorkers[T]) run(ctx context.Context, r *record, wk *work) (terminal 
 //
 // It returns an error wrapping ErrInvalidUpdate for input it rejects (no pod
 // and no RunningPod, a pod without UID, a RunningPod with a non-kill update,
-// a mirror pod whose full name differs from the pod's, a negative grace
-// override, an unknown update type), ErrStopped once Run has returned, and
+// a mirror pod whose full name differs from the pod's, an unknown update
+// type), ErrStopped once Run has returned, and
 // ctx.Err() when ctx has already ended. With an error nothing is recorded
 // and no CompletedCh is closed. ctx is not retained.
 func (w *PodWorkers[T]) UpdatePod(ctx context.Context, opts UpdatePodOptions) error {
@@ -328,11 +328,6 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 func validate(o *UpdatePodOptions) error {
 	if !o.UpdateType.valid() {
 		return invalid("unknown update type %d", int(o.UpdateType))
-	}
-	if ko := o.KillPodOptions; ko != nil {
-		if g := ko.PodTerminationGracePeriodSecondsOverride; g != nil && *g < 0 {
-			return invalid("grace period override is %d seconds; want 0 or more", *g)
-		}
 	}
 	if o.Pod == nil {
 		switch {

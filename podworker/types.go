@@ -140,8 +140,10 @@ type KillPodOptions struct {
 	PodStatusFunc func(*v1.PodStatus)
 	// PodTerminationGracePeriodSecondsOverride, when not nil, is a grace
 	// period in seconds to use instead of the pod's. It can only shorten the
-	// effective grace period; 0 means 1; a negative value is rejected. The
-	// engine never writes to it (read the effective value with Pod).
+	// effective grace period. Like every grace period the engine reads, a
+	// value below 1 (0 or negative) means 1 and one above
+	// MaxGracePeriodSeconds means MaxGracePeriodSeconds. The engine never
+	// writes to it (decision D14; read the effective value with Pod).
 	PodTerminationGracePeriodSecondsOverride *int64
 }
 
@@ -177,6 +179,7 @@ type UpdatePodOptions struct {
 // or its grace period shortens (the hook is then called again with the new
 // situation) and when Run shuts down. Do not keep ctx past the hook's
 // return. A hook that panics is treated as one that failed.
+
 type PodSyncer[T any] interface {
 	// SyncPod makes the pod's running state match pod. It returns terminal
 	// true (with a nil error) when the pod has finished on its own (all
@@ -185,7 +188,8 @@ type PodSyncer[T any] interface {
 	// engine backs off and calls SyncPod again with the newest pod.
 	SyncPod(ctx context.Context, updateType UpdateType, pod, mirrorPod *v1.Pod, status T) (terminal bool, err error)
 	// SyncTerminatingPod stops every container of the pod, allowing each
-	// gracePeriod seconds (always >= 1) to exit. It must return nil only
+	// gracePeriod seconds to exit: always in [1, MaxGracePeriodSeconds], so
+	// time.Duration(gracePeriod)*time.Second does not overflow. It must return nil only
 	// when no container of the pod runs; on error it is retried. When ctx
 	// is cancelled because the grace period shortened, return promptly: the
 	// engine calls it again with the shorter grace. podStatusFn, when not
@@ -321,7 +325,8 @@ type PodInfo struct {
 	// RuntimeOnly: the worker knows the pod only from the runtime.
 	RuntimeOnly bool
 	// GracePeriod is the effective grace period in seconds once
-	// termination is requested, else 0.
+	// termination is requested, else 0: what SyncTerminatingPod gets, always
+	// in [1, MaxGracePeriodSeconds].
 	GracePeriod int64
 	// Working: a hook is running now or work is queued for the worker.
 	Working bool
