@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/podkit/podkit/podworker"
@@ -403,6 +404,14 @@ func between(t *testing.T, d, lo, hi time.Duration, msg string) {
 	assert.Less(t, d, hi, msg)
 }
 
+// ownRetry is a syncer's own error type that says when to retry.
+type ownRetry time.Duration
+
+func (d ownRetry) Error() string             { return "not yet" }
+func (d ownRetry) RetryDelay() time.Duration { return time.Duration(d) }
+
+var _ podworker.RetryDelayer = ownRetry(0)
+
 func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 	t.Run("failures back off exponentially, jittered, capped, and reset on success", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
@@ -494,6 +503,10 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 			{"RetryAfter is clamped to MaxBackOff", podworker.RetryAfter(errBoom, time.Hour), 30 * time.Second, 30*time.Second + 1},
 			{"the earliest of joined errors wins", errors.Join(podworker.RetryAfter(errBoom, 5*time.Second), errBoom, podworker.RetryAfter(errBoom, 3*time.Second)), 3 * time.Second, 3*time.Second + 1},
 			{"a wrapped RetryAfter counts", fmt.Errorf("pulling: %w", podworker.RetryAfter(errBoom, 4*time.Second)), 4 * time.Second, 4*time.Second + 1},
+			{"an apimachinery Aggregate is searched", utilerrors.NewAggregate([]error{errBoom, podworker.RetryAfter(errBoom, 6*time.Second)}), 6 * time.Second, 6*time.Second + 1},
+			{"a nested Aggregate is searched", fmt.Errorf("sync: %w", utilerrors.NewAggregate([]error{errBoom, utilerrors.NewAggregate([]error{podworker.RetryAfter(errBoom, 5*time.Second)})})), 5 * time.Second, 5*time.Second + 1},
+			{"an Aggregate inside errors.Join is searched", errors.Join(errBoom, utilerrors.NewAggregate([]error{podworker.RetryAfter(errBoom, 4*time.Second), podworker.RetryAfter(errBoom, 9*time.Second)})), 4 * time.Second, 4*time.Second + 1},
+			{"a syncer's own RetryDelayer counts", fmt.Errorf("pull: %w", ownRetry(8*time.Second)), 8 * time.Second, 8*time.Second + 1},
 			{"a plain error backs off", errBoom, 2 * time.Second, 3 * time.Second},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
