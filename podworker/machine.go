@@ -240,6 +240,26 @@ func (m *machine) apply(u update, k killRequest) {
 	}
 }
 
+// nudge asks for the current hook of uid to run again with the newest
+// desired state (Resync). It reports false, and changes nothing, for a UID
+// the machine does not know or whose worker is finished.
+func (m *machine) nudge(uid types.UID) bool {
+	r := m.records[uid]
+	if r == nil || r.has(fFinished) {
+		return false
+	}
+	if !r.has(fHasPending) {
+		m.requeueLast(r)
+		if r.has(fHasPending) && m.stampUpdates {
+			r.pending.startTime = m.now()
+		}
+	}
+	if r.has(fHasPending) {
+		m.makeReady(r)
+	}
+	return true
+}
+
 // cancelHooks cancels the context of r's hooks, if it has one; the next hook
 // gets a new one.
 func (r *record) cancelHooks() {

@@ -325,6 +325,35 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 	return nil
 }
 
+// Resync asks for the pod's current hook to run again soon — SyncPod while
+// the pod syncs, SyncTerminatingPod or SyncTerminatedPod while it
+// terminates — with the newest desired state the engine has, as a
+// SyncPodSync. It is how a syncer reports a runtime event (a container
+// exited, a probe changed, a sandbox died) without sending the whole pod
+// again: the hook that reacts to it runs at once if the pod is idle or
+// waiting for a resync or retry, or right after the hook that runs now
+// returns. It coalesces with anything pending: many calls before the hook
+// runs make one run, and a pending update runs instead (it is newer).
+//
+// Resync reports false, and records nothing, for a UID the engine has no
+// worker for or whose worker is finished; true otherwise (also when the
+// pod is a static pod still waiting for its full name, which then starts
+// when it may). It never blocks on hooks and may be called from any
+// goroutine, including from inside a hook; after Run has returned it only
+// reports.
+func (w *PodWorkers[T]) Resync(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state == stopped {
+		r := w.m.records[uid]
+		return r != nil && !r.has(fFinished)
+	}
+	w.m.tick()
+	ok := w.m.nudge(uid)
+	w.afterChangeLocked(0)
+	return ok
+}
+
 func validate(o *UpdatePodOptions) error {
 	if !o.UpdateType.valid() {
 		return invalid("unknown update type %d", int(o.UpdateType))

@@ -179,7 +179,14 @@ type UpdatePodOptions struct {
 // or its grace period shortens (the hook is then called again with the new
 // situation) and when Run shuts down. Do not keep ctx past the hook's
 // return. A hook that panics is treated as one that failed.
-
+//
+// The engine calls SyncPod when the desired pod changes, on a retry, and
+// every Options.ResyncInterval. When the runtime changes on its own — a
+// container exited, a sandbox died, a probe flipped — the syncer (or
+// whatever watches the runtime) reports it with PodWorkers.Resync(uid): the
+// pod's current hook then runs again soon with the newest desired state,
+// coalesced with anything already pending. There is no need to keep the
+// pod around to send it again with UpdatePod.
 type PodSyncer[T any] interface {
 	// SyncPod makes the pod's running state match pod. It returns terminal
 	// true (with a nil error) when the pod has finished on its own (all
