@@ -95,6 +95,10 @@ func retryDelayOf(err error) (time.Duration, bool) {
 	return best, found
 }
 
+// errCompletedChReused is logged when the engine finds a CompletedCh
+// already closed.
+var errCompletedChReused = errors.New("podworker: CompletedCh closed twice")
+
 // panicError is the failure a panicking hook turns into.
 type panicError struct {
 	value any

@@ -39,6 +39,9 @@ type machine struct {
 	metrics                     *metrics
 	// onMove, when set, is told of every stage change.
 	onMove func(r *record, from, to Stage)
+	// reusedChans are the pods whose CompletedCh was found already closed
+	// when the machine closed it; the driver reports and clears them.
+	reusedChans []podRef
 
 	// clock is read at most once per operation, and only when the
 	// operation needs the time (reading it is not free on every machine).
@@ -205,14 +208,14 @@ func (m *machine) apply(u update, k killRequest) {
 	}
 	if r.has(fFinished) {
 		// Finished implies termination was requested: nothing more runs.
-		closeAll(k.chans[:])
+		m.closeAll(r, k.chans[:])
 		return
 	}
 
 	shortened := false
 	switch {
 	case r.has(fTerminated):
-		closeAll(k.chans[:])
+		m.closeAll(r, k.chans[:])
 		if runtimeOnly {
 			// A stale runtime listing must not rerun cleanup.
 			return
@@ -273,7 +276,7 @@ func (r *record) cancelHooks() {
 // no longer have running containers.
 func (m *machine) keepOrClose(r *record, k killRequest) {
 	if r.has(fTerminated) || r.has(fFinished) {
-		closeAll(k.chans[:])
+		m.closeAll(r, k.chans[:])
 		return
 	}
 	r.addCompleted(k.chans[:])
@@ -288,8 +291,8 @@ func (r *record) addCompleted(chans []chan<- struct{}) {
 }
 
 // closeCompleted closes and forgets every channel waiting on r.
-func (r *record) closeCompleted() {
-	closeAll(r.completed)
+func (m *machine) closeCompleted(r *record) {
+	m.closeAll(r, r.completed)
 	r.completed = nil
 }
 
@@ -306,19 +309,33 @@ func (r *record) detach(ch chan<- struct{}) {
 	}
 }
 
-// closeAll closes every non-nil channel. A channel the caller already closed
-// (a contract violation) is survived rather than crashing the engine.
-func closeAll(chans []chan<- struct{}) {
+// closeAll closes every non-nil channel of r's kills. A channel that was
+// already closed (the caller reused a CompletedCh, or closed it: a contract
+// violation) is survived rather than crashing the engine, and noted in
+// reusedChans for the driver to report.
+func (m *machine) closeAll(r *record, chans []chan<- struct{}) {
 	for _, ch := range chans {
-		if ch != nil {
-			closeQuietly(ch)
+		if ch != nil && !closeOnce(ch) {
+			m.reusedChans = append(m.reusedChans, podRef{uid: r.uid, fullName: r.fullName})
 		}
 	}
 }
 
-func closeQuietly(ch chan<- struct{}) {
-	defer func() { _ = recover() }()
+// closeOnce closes ch and reports false when it was closed already.
+func closeOnce(ch chan<- struct{}) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
 	close(ch)
+	return true
+}
+
+// podRef names a pod in what the machine reports to the driver.
+type podRef struct {
+	uid      types.UID
+	fullName string
 }
 
 // makeReady puts r in the ready queue that fits its work, unless its hook
@@ -552,7 +569,7 @@ func (m *machine) complete(r *record, w work, terminal bool, err error) {
 		}
 		r.flags |= fTerminated
 		r.flags &^= fFirstSeenTerminal
-		r.closeCompleted()
+		m.closeCompleted(r)
 		r.statusFn = nil
 		m.requeueLast(r)
 		m.makeReady(r)
@@ -560,7 +577,7 @@ func (m *machine) complete(r *record, w work, terminal bool, err error) {
 		r.flags |= fFinished
 		r.flags &^= fHasPending
 		r.pending = update{}
-		r.closeCompleted()
+		m.closeCompleted(r)
 		r.cancelHooks()
 		m.releaseStatic(r)
 	}
@@ -603,7 +620,7 @@ func (m *machine) cleanupUnstarted(r *record) {
 	}
 	r.flags &^= fHasPending
 	r.pending = update{}
-	r.closeCompleted()
+	m.closeCompleted(r)
 	m.releaseStatic(r)
 }
 
@@ -678,7 +695,7 @@ func (m *machine) remove(r *record) {
 	m.unqueue(r)
 	m.releaseStatic(r)
 	r.cancelHooks()
-	r.closeCompleted()
+	m.closeCompleted(r)
 	delete(m.records, r.uid)
 	r.flags |= fForgotten
 }

@@ -180,8 +180,13 @@ func (w *PodWorkers[T]) spawnLocked(poppers int) {
 }
 
 // afterChangeLocked does what every state change may require: start
-// workers and wake the timer loop.
+// workers, wake the timer loop, and report contract violations.
 func (w *PodWorkers[T]) afterChangeLocked(poppers int) {
+	for _, p := range w.m.reusedChans {
+		w.log.Error(errCompletedChReused, "A KillPodOptions.CompletedCh was already closed when the engine closed it: the same channel was handed to more than one kill, or closed by its owner", "podUID", p.uid, "pod", p.fullName)
+	}
+	clear(w.m.reusedChans)
+	w.m.reusedChans = w.m.reusedChans[:0]
 	w.spawnLocked(poppers)
 	if w.m.earliest {
 		w.m.earliest = false

@@ -127,8 +127,14 @@ type KillPodOptions struct {
 	// the pod can no longer have running containers: after
 	// SyncTerminatingPod succeeds, at once if that is already so (the pod is
 	// terminated, finished, or was never started), or when its worker is
-	// removed before it started. The engine owns closing it: do not close
-	// it yourself, and do not hand the same channel to two updates.
+	// removed before it started.
+	//
+	// The contract: from the moment it is handed over, the engine owns
+	// closing the channel. Make a new channel for every kill; do not close
+	// it yourself, and do not hand the same channel to a second update (of
+	// the same pod or another), even once it is closed. A violation cannot
+	// crash the engine: the second close is skipped and logged at level 0,
+	// as an error naming the pod's UID and full name.
 	CompletedCh chan<- struct{}
 	// Evict marks the termination as an eviction: the window then allows the
 	// pod's content to be removed at once (ShouldPodContentBeRemoved). It
