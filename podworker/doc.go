@@ -71,7 +71,9 @@
 //
 // Hooks get a context that is cancelled when the pod's termination starts
 // (SyncPod), when its grace period shortens (SyncTerminatingPod), and when
-// Run shuts down. A hook that returns an error, or panics, is retried with
+// Run shuts down. A hook that keeps running Options.SlowHookWarning after
+// that (a minute by default) is logged by name, again at that pace, and
+// counted; a shutting-down Run says which hooks it still waits for. A hook that returns an error, or panics, is retried with
 // per-pod exponential backoff (Options.BackOff to MaxBackOff, jittered); an
 // error made with RetryAfter says when. A successful SyncPod is repeated
 // every ResyncInterval. A newer update always runs as soon as the current

@@ -39,6 +39,11 @@ type machine struct {
 	metrics                     *metrics
 	// onMove, when set, is told of every stage change.
 	onMove func(r *record, from, to Stage)
+	// slowWarning is how long a hook may run after its context was
+	// cancelled before it is reported in slowHooks (0: never).
+	slowWarning time.Duration
+	// slowHooks are the reports the driver logs and clears.
+	slowHooks []slowHook
 	// reusedChans are the pods whose CompletedCh was found already closed
 	// when the machine closed it; the driver reports and clears them.
 	reusedChans []podRef
@@ -80,6 +85,33 @@ type killRequest struct {
 	evict    bool
 	statusFn func(*v1.PodStatus)
 	override *int64
+}
+
+// hookID names the hook a record runs.
+type hookID uint8
+
+const (
+	hookSyncPod hookID = iota
+	hookSyncTerminatingPod
+	hookSyncTerminatingRuntimePod
+	hookSyncTerminatedPod
+)
+
+var hookNames = [...]string{"SyncPod", "SyncTerminatingPod", "SyncTerminatingRuntimePod", "SyncTerminatedPod"}
+
+func (h hookID) String() string { return hookNames[h] }
+
+// hook is the hook w calls.
+func (w *work) hook() hookID {
+	switch {
+	case w.state == Syncing:
+		return hookSyncPod
+	case w.state == Terminated:
+		return hookSyncTerminatedPod
+	case w.runtimeOnly:
+		return hookSyncTerminatingRuntimePod
+	}
+	return hookSyncTerminatingPod
 }
 
 // work is what one hook call needs, handed from begin to complete.
@@ -239,7 +271,7 @@ func (m *machine) apply(u update, k killRequest) {
 	m.makeReady(r)
 
 	if becameTerminating || shortened {
-		r.cancelHooks()
+		m.cancelHooks(r)
 	}
 }
 
@@ -264,12 +296,27 @@ func (m *machine) nudge(uid types.UID) bool {
 }
 
 // cancelHooks cancels the context of r's hooks, if it has one; the next hook
-// gets a new one.
-func (r *record) cancelHooks() {
-	if r.ctx != nil {
-		r.ctx.cancel()
-		r.ctx = nil
+// gets a new one. A hook running now is watched: if it is still running
+// slowWarning later, fireDue reports it (see slowHook).
+func (m *machine) cancelHooks(r *record) {
+	if !r.cancelCtx() {
+		return
 	}
+	if r.has(fRunning) && m.slowWarning > 0 && r.heapIdx < 0 {
+		r.slowWarnings = 0
+		m.delay(r, m.now().Add(m.slowWarning))
+	}
+}
+
+// cancelCtx cancels r's hook context, if it has one, and forgets it so the
+// next hook gets a new one. It reports whether there was one.
+func (r *record) cancelCtx() bool {
+	if r.ctx == nil {
+		return false
+	}
+	r.ctx.cancel()
+	r.ctx = nil
+	return true
 }
 
 // keepOrClose attaches a request's channels to r, or closes them when r can
@@ -419,11 +466,34 @@ func (m *machine) fireDue(now time.Time) (next time.Time, ok bool) {
 			return r.due, true
 		}
 		m.delayed.Remove(r)
+		if r.has(fRunning) {
+			// A cancelled hook still runs: report it, and again later.
+			r.slowWarnings++
+			m.slowHooks = append(m.slowHooks, slowHook{
+				podRef:    podRef{uid: r.uid, fullName: r.fullName},
+				hook:      r.hook,
+				cancelled: time.Duration(r.slowWarnings) * m.slowWarning,
+				first:     r.slowWarnings == 1,
+			})
+			m.delay(r, r.due.Add(m.slowWarning))
+			continue
+		}
 		m.requeueLast(r)
 		if r.has(fHasPending) {
 			m.makeReady(r)
 		}
 	}
+}
+
+// slowHook is a hook still running slowWarning (or a multiple of it) after
+// its context was cancelled, for the driver to report.
+type slowHook struct {
+	podRef
+	hook hookID
+	// cancelled is how long ago the hook's context was cancelled.
+	cancelled time.Duration
+	// first: this is the first report of this hook call.
+	first bool
 }
 
 // requeueLast replays the last update as a SyncPodSync, unless an update is
@@ -501,6 +571,7 @@ func (m *machine) begin(r *record) (w work, ok bool) {
 		}
 	}
 	r.flags |= fRunning
+	r.hook = w.hook()
 	m.moved(r, from)
 	return w, true
 }
@@ -508,6 +579,10 @@ func (m *machine) begin(r *record) (w work, ok bool) {
 // complete applies the outcome of the hook begin handed out.
 func (m *machine) complete(r *record, w work, terminal bool, err error) {
 	r.flags &^= fRunning
+	if r.heapIdx >= 0 {
+		// The hook was watched after its context was cancelled.
+		m.delayed.Remove(r)
+	}
 	if m.trackSyncTime {
 		r.lastSync = m.now()
 	}
@@ -578,7 +653,7 @@ func (m *machine) complete(r *record, w work, terminal bool, err error) {
 		r.flags &^= fHasPending
 		r.pending = update{}
 		m.closeCompleted(r)
-		r.cancelHooks()
+		m.cancelHooks(r)
 		m.releaseStatic(r)
 	}
 }
@@ -694,7 +769,7 @@ func (m *machine) forget(r *record) {
 func (m *machine) remove(r *record) {
 	m.unqueue(r)
 	m.releaseStatic(r)
-	r.cancelHooks()
+	m.cancelHooks(r)
 	m.closeCompleted(r)
 	delete(m.records, r.uid)
 	r.flags |= fForgotten
@@ -751,7 +826,7 @@ func (m *machine) removeIfDone(r *record, orphan bool) bool {
 		// Decision D9: an orphan stops with its computed grace period.
 		r.flags |= fTermRequested
 		r.gracePeriod, _ = effectiveGrace(r.gracePeriod, r.pod, nil)
-		r.cancelHooks()
+		m.cancelHooks(r)
 		m.requeueLast(r)
 		m.makeReady(r)
 	}

@@ -41,6 +41,10 @@ type MetricsProvider interface {
 	// NewPodsMetric tracks how many workers are in the given stage
 	// (StageNotStarted through StageFinished).
 	NewPodsMetric(stage Stage) GaugeMetric
+	// NewSlowHooksMetric counts hook calls that were still running
+	// Options.SlowHookWarning after their context was cancelled (once per
+	// call, however long it then runs).
+	NewSlowHooksMetric() CounterMetric
 }
 
 type noopMetric struct{}
@@ -55,11 +59,12 @@ type metrics struct {
 	retries      [3]CounterMetric
 	dispatch     HistogramMetric
 	panics       CounterMetric
+	slowHooks    CounterMetric
 	pods         [StageFinished + 1]GaugeMetric
 }
 
 func newMetrics(p MetricsProvider) *metrics {
-	m := &metrics{dispatch: noopMetric{}, panics: noopMetric{}}
+	m := &metrics{dispatch: noopMetric{}, panics: noopMetric{}, slowHooks: noopMetric{}}
 	for i := range m.syncDuration {
 		m.syncDuration[i] = noopMetric{}
 		m.retries[i] = noopMetric{}
@@ -83,6 +88,9 @@ func newMetrics(p MetricsProvider) *metrics {
 	}
 	if c := p.NewPanicsMetric(); c != nil {
 		m.panics = c
+	}
+	if c := p.NewSlowHooksMetric(); c != nil {
+		m.slowHooks = c
 	}
 	for s := StageNotStarted; s <= StageFinished; s++ {
 		if g := p.NewPodsMetric(s); g != nil {

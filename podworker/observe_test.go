@@ -58,6 +58,9 @@ func (m *fakeMetrics) NewRetriesMetric(phase podworker.State) podworker.CounterM
 	return fakeMetric{m, "retries/" + phase.String()}
 }
 func (m *fakeMetrics) NewPanicsMetric() podworker.CounterMetric { return fakeMetric{m, "panics"} }
+func (m *fakeMetrics) NewSlowHooksMetric() podworker.CounterMetric {
+	return fakeMetric{m, "slowHooks"}
+}
 func (m *fakeMetrics) NewPodsMetric(stage podworker.Stage) podworker.GaugeMetric {
 	return fakeMetric{m, "pods/" + stage.String()}
 }

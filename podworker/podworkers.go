@@ -86,6 +86,7 @@ func New[T any](syncer PodSyncer[T], opts Options[T]) (*PodWorkers[T], error) {
 		w.stopped, _ = opts.Status.(StoppedChecker[T])
 	}
 	w.m = newMachine(opts.Clock, opts.ResyncInterval, opts.BackOff, opts.MaxBackOff, newMetrics(opts.Metrics))
+	w.m.slowWarning = max(opts.SlowHookWarning, 0)
 	w.m.stampUpdates = w.timed
 	w.m.trackSyncTime = opts.Status != nil
 	w.m.onMove = func(r *record, from, to Stage) { w.obs.moved(r, from, to, w.m.now) }
@@ -122,7 +123,10 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 		next, ok := w.m.fireDue(w.m.now())
 		w.m.earliest = false
 		w.spawnLocked(0)
+		slow := w.m.slowHooks
+		w.m.slowHooks = nil
 		w.mu.Unlock()
+		w.reportSlow(slow)
 
 		var fire <-chan time.Time
 		if ok {
@@ -152,10 +156,10 @@ func (w *PodWorkers[T]) shutdown() {
 	w.mu.Lock()
 	w.state = stopped
 	for _, r := range w.m.records {
-		r.cancelHooks()
+		r.cancelCtx()
 	}
 	w.mu.Unlock()
-	w.wg.Wait()
+	w.drain()
 	close(w.done)
 	w.obs.closeAll()
 }

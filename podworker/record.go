@@ -64,13 +64,20 @@ type update struct {
 //   - fQueued iff the record is linked in exactly one ready queue.
 //   - heapIdx >= 0 iff the record is in the delay heap; a record is never
 //     both queued and in the heap.
-//   - fRunning records are neither queued nor in the heap.
+//   - fRunning records are never queued; one is in the heap only while its
+//     hook runs on after its context was cancelled (its due time is then
+//     when it is next reported as slow, see machine.cancelHooks).
 //   - a static record is linked in its full name's waiting list iff it has
 //     not started and termination was not requested.
 type record struct {
 	uid      types.UID
 	fullName string
 	flags    flags
+	// hook is the hook that runs now (valid while fRunning).
+	hook hookID
+	// slowWarnings counts the reports of the running hook as still running
+	// after its context was cancelled.
+	slowWarnings uint8
 
 	// pending is the newest update not yet consumed (valid when fHasPending).
 	pending update
