@@ -1,6 +1,7 @@
 package podworker
 
 import (
+	"math"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -55,8 +56,6 @@ type machine struct {
 	nowSet bool
 	// stampUpdates: fill in an update's missing StartTime (latency metrics).
 	stampUpdates bool
-	// trackSyncTime: remember when each hook returned (for StatusSource).
-	trackSyncTime bool
 }
 
 // tick starts a new operation: the next now() reads the clock again.
@@ -583,8 +582,14 @@ func (m *machine) complete(r *record, w work, terminal bool, err error) {
 		// The hook was watched after its context was cancelled.
 		m.delayed.Remove(r)
 	}
-	if m.trackSyncTime {
-		r.lastSync = m.now()
+	r.lastSync = m.now()
+	if err != nil {
+		r.lastErr = err
+		if r.failures < math.MaxUint32 {
+			r.failures++
+		}
+	} else {
+		r.lastErr, r.failures = nil, 0
 	}
 	if r.has(fForgotten) {
 		return

@@ -2,6 +2,7 @@ package podworker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,34 @@ func (w *PodWorkers[T]) Subscribe(ch chan<- Transition) *Subscription {
 	s := &Subscription{ch: ch, obs: &w.obs}
 	w.obs.add(s)
 	return s
+}
+
+// WaitForStage blocks until the worker of uid has reached stage (or gone
+// past it: stages only move forward), and returns its snapshot then. With
+// StageAbsent it waits until the engine has no worker for uid. It is
+// WaitFor with that condition, so it does not poll, and may be called from
+// any goroutine.
+//
+// A worker that is forgotten never reaches a later stage: a pod known only
+// from the runtime is forgotten as soon as its containers are stopped, and
+// SyncKnownPods forgets finished workers. Wait for StageAbsent in those
+// cases. The error wraps ctx.Err() (or ErrStopped) and says which stage the
+// worker was last seen in.
+func (w *PodWorkers[T]) WaitForStage(ctx context.Context, uid types.UID, stage Stage) (PodInfo, error) {
+	info, ok, err := w.WaitFor(ctx, uid, func(info PodInfo, ok bool) bool {
+		if stage == StageAbsent {
+			return !ok
+		}
+		return ok && info.Stage >= stage
+	})
+	if err != nil {
+		last := StageAbsent
+		if ok {
+			last = info.Stage
+		}
+		return info, fmt.Errorf("podworker: pod %s did not reach stage %s (last seen %s): %w", uid, stage, last, err)
+	}
+	return info, nil
 }
 
 // WaitFor blocks until cond holds for the worker of uid, and returns the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -246,5 +247,46 @@ func TestWaitFor(t *testing.T) {
 		defer cancel()
 		_, _, err = r.w.WaitFor(ctx, "nobody", func(_ podworker.PodInfo, ok bool) bool { return ok })
 		require.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}
+
+func TestWaitForStage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := podworkertest.NewFakeSyncer[struct{}]()
+		w, err := podworker.New[struct{}](f, podworker.Options[struct{}]{})
+		require.NoError(t, err)
+		stop := podworkertest.Start(t, w)
+		ctx := context.Background()
+		pod := podworkertest.NewPod("a", "ns", "a")
+
+		g := f.Hold("a", podworkertest.HookSyncTerminatedPod)
+		require.NoError(t, w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod}))
+		info, err := w.WaitForStage(ctx, "a", podworker.StageSyncing)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, info.Stage, podworker.StageSyncing)
+
+		require.NoError(t, w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod}))
+		info, err = w.WaitForStage(ctx, "a", podworker.StageTerminated)
+		require.NoError(t, err)
+		require.Equal(t, podworker.StageTerminated, info.Stage, "SyncTerminatedPod is held")
+		require.NoError(t, g.Wait(ctx))
+		g.Release()
+		info, err = w.WaitForStage(ctx, "a", podworker.StageFinished)
+		require.NoError(t, err)
+		require.True(t, info.Finished)
+
+		w.SyncKnownPods(nil)
+		_, err = w.WaitForStage(ctx, "a", podworker.StageAbsent)
+		require.NoError(t, err)
+
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err = w.WaitForStage(short, "never", podworker.StageSyncing)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "last seen absent")
+
+		stop()
+		_, err = w.WaitForStage(ctx, "never", podworker.StageSyncing)
+		require.ErrorIs(t, err, podworker.ErrStopped)
 	})
 }

@@ -88,7 +88,6 @@ func New[T any](syncer PodSyncer[T], opts Options[T]) (*PodWorkers[T], error) {
 	w.m = newMachine(opts.Clock, opts.ResyncInterval, opts.BackOff, opts.MaxBackOff, newMetrics(opts.Metrics))
 	w.m.slowWarning = max(opts.SlowHookWarning, 0)
 	w.m.stampUpdates = w.timed
-	w.m.trackSyncTime = opts.Status != nil
 	w.m.onMove = func(r *record, from, to Stage) { w.obs.moved(r, from, to, w.m.now) }
 	return w, nil
 }
@@ -454,7 +453,8 @@ func (w *PodWorkers[T]) Pod(uid types.UID) (info PodInfo, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if r := w.m.records[uid]; r != nil {
-		return r.info(), true
+		w.m.tick()
+		return r.info(w.m.now), true
 	}
 	return PodInfo{}, false
 }
@@ -465,8 +465,9 @@ func (w *PodWorkers[T]) Pods() []PodInfo {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]PodInfo, 0, len(w.m.records))
+	w.m.tick()
 	for _, r := range w.m.records {
-		out = append(out, r.info())
+		out = append(out, r.info(w.m.now))
 	}
 	return out
 }

@@ -95,8 +95,11 @@ type record struct {
 	// statusFn is the newest PodStatusFunc of a kill.
 	statusFn func(*v1.PodStatus)
 
-	// lastSync is when the previous hook of this UID returned.
+	// lastSync is when the previous hook of this UID returned; lastErr is
+	// what it returned, and failures how many hooks in a row failed.
 	lastSync time.Time
+	lastErr  error
+	failures uint32
 	// backoff is the delay before the next retry after a failure; 0 when
 	// the last hook succeeded.
 	backoff time.Duration
@@ -172,8 +175,9 @@ func (r *record) knownMirror() *v1.Pod {
 	return nil
 }
 
-// info builds the public snapshot of r.
-func (r *record) info() PodInfo {
+// info builds the public snapshot of r; now is read only when r's work is
+// ready to run.
+func (r *record) info(now func() time.Time) PodInfo {
 	info := PodInfo{
 		UID:                  r.uid,
 		FullName:             r.fullName,
@@ -190,6 +194,16 @@ func (r *record) info() PodInfo {
 		Working:              r.has(fRunning) || r.has(fQueued) || (r.has(fHasPending) && !r.has(fFinished)),
 		Pod:                  r.knownPod(),
 		MirrorPod:            r.knownMirror(),
+		LastSyncTime:         r.lastSync,
+		LastSyncError:        r.lastErr,
+		ConsecutiveFailures:  int(r.failures),
+	}
+	switch {
+	case r.has(fRunning), r.has(fFinished):
+	case r.has(fQueued):
+		info.NextSyncTime = now()
+	case r.heapIdx >= 0:
+		info.NextSyncTime = r.due
 	}
 	info.RuntimeOnly = info.Pod == nil
 	if r.has(fTermRequested) {

@@ -346,4 +346,21 @@ type PodInfo struct {
 	// Pod and MirrorPod are the last desired state the worker acted on
 	// (before the worker starts: the pending one).
 	Pod, MirrorPod *v1.Pod
+	// LastSyncTime is when the last hook of the pod returned (by
+	// Options.Clock), whichever hook it was and however it ended; zero
+	// before the first one returns.
+	LastSyncTime time.Time
+	// LastSyncError is what that hook returned: nil after a success, the
+	// hook's error (or the error a panic or a failed StatusSource turned
+	// into) after a failure. It is kept until a hook succeeds.
+	LastSyncError error
+	// ConsecutiveFailures counts the hooks of the pod that failed in a row
+	// (each is retried); 0 after a success.
+	ConsecutiveFailures int
+	// NextSyncTime is when the engine will next start a hook for the pod of
+	// its own accord: the due time of a retry or resync, or the time of the
+	// snapshot when work is ready and waits only for a worker. It is zero
+	// when nothing is scheduled: a hook runs now (Working says so), resyncs
+	// are off and the pod is idle, or the worker is finished.
+	NextSyncTime time.Time
 }

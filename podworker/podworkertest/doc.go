@@ -13,7 +13,8 @@
 //     Release on the returned Gate, and Gate.Wait tells the test the hook
 //     was entered. The engine's cancellation still reaches a held hook.
 //  4. Run the engine with Start, feed it with UpdatePod, and wait for
-//     outcomes with WaitForStage or FakeSyncer.WaitForTrace.
+//     outcomes with podworker.PodWorkers.WaitForStage or
+//     FakeSyncer.WaitForTrace.
 //  5. Assert on Calls, CallsFor, or the compact Trace, for example
 //     "sync:create kill(30) terminated".
 //

@@ -26,7 +26,7 @@ func ExampleFakeSyncer() {
 	// create is not coalesced away.
 	_ = f.WaitForTrace(ctx, pod.UID, "sync:create")
 	_ = w.KillPod(ctx, pod, podworker.KillPodOptions{}) // returns once the containers are stopped
-	_, _ = podworkertest.WaitForStage(ctx, w, pod.UID, podworker.StageFinished)
+	_, _ = w.WaitForStage(ctx, pod.UID, podworker.StageFinished)
 
 	fmt.Println(f.Trace(pod.UID))
 	cancel()
@@ -51,7 +51,7 @@ func ExampleFakeSyncer_Hold() {
 	fmt.Println("could have running containers:", w.CouldHaveRunningContainers(pod.UID))
 
 	gate.Release()
-	_, _ = podworkertest.WaitForStage(ctx, w, pod.UID, podworker.StageTerminated)
+	_, _ = w.WaitForStage(ctx, pod.UID, podworker.StageTerminated)
 	fmt.Println("could have running containers:", w.CouldHaveRunningContainers(pod.UID))
 	// Output:
 	// could have running containers: true

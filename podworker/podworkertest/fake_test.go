@@ -278,47 +278,6 @@ func TestFakeSyncerWaitForCalls(t *testing.T) {
 	})
 }
 
-func TestWaitForStage(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := podworkertest.NewFakeSyncer[struct{}]()
-		w, err := podworker.New[struct{}](f, podworker.Options[struct{}]{})
-		require.NoError(t, err)
-		stop := podworkertest.Start(t, w)
-		ctx := context.Background()
-		pod := podworkertest.NewPod("a", "ns", "a")
-
-		g := f.Hold("a", podworkertest.HookSyncTerminatedPod)
-		require.NoError(t, w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod}))
-		info, err := podworkertest.WaitForStage(ctx, w, "a", podworker.StageSyncing)
-		require.NoError(t, err)
-		require.GreaterOrEqual(t, info.Stage, podworker.StageSyncing)
-
-		require.NoError(t, w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod}))
-		info, err = podworkertest.WaitForStage(ctx, w, "a", podworker.StageTerminated)
-		require.NoError(t, err)
-		require.Equal(t, podworker.StageTerminated, info.Stage, "SyncTerminatedPod is held")
-		require.NoError(t, g.Wait(ctx))
-		g.Release()
-		info, err = podworkertest.WaitForStage(ctx, w, "a", podworker.StageFinished)
-		require.NoError(t, err)
-		require.True(t, info.Finished)
-
-		w.SyncKnownPods(nil)
-		_, err = podworkertest.WaitForStage(ctx, w, "a", podworker.StageAbsent)
-		require.NoError(t, err)
-
-		short, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		_, err = podworkertest.WaitForStage(short, w, "never", podworker.StageSyncing)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Contains(t, err.Error(), "last seen absent")
-
-		stop()
-		_, err = podworkertest.WaitForStage(ctx, w, "never", podworker.StageSyncing)
-		require.ErrorIs(t, err, podworker.ErrStopped)
-	})
-}
-
 func TestNewPods(t *testing.T) {
 	p := podworkertest.NewPod("u", "ns", "n")
 	assert.Equal(t, "u", string(p.UID))
