@@ -297,11 +297,23 @@ func (w *PodWorkers[T]) run(ctx context.Context, r *record, wk *work) (terminal 
 // returns. UpdatePod never blocks on hooks and may be called from any
 // goroutine, including from inside a hook.
 //
+// A UID's termination is final. Once it was requested — by a kill, a
+// deletion timestamp, a terminal phase, or SyncKnownPods orphaning it — a
+// SyncPodCreate for the same UID does not start it again: it only marks the
+// worker RestartRequested (as in the kubelet: the UID was deleted). That
+// holds also when the kill came first, before the engine had ever seen the
+// pod (a virtual-kubelet provider told of a deletion before the creation,
+// say): the kill makes a worker, and the later create is a restart request.
+// To start the UID over, let its termination finish, call SyncKnownPods
+// (housekeeping does; it forgets the finished worker because of the
+// restart request), then send SyncPodCreate again — lifecycle's
+// housekeeping does both steps.
+//
 // It returns an error wrapping ErrInvalidUpdate for input it rejects (no pod
 // and no RunningPod, a pod without UID, a RunningPod with a non-kill update,
 // a mirror pod whose full name differs from the pod's, an unknown update
-// type), ErrStopped once Run has returned, and
-// ctx.Err() when ctx has already ended. With an error nothing is recorded
+// type), ErrStopped once Run has returned, and ctx.Err() when ctx has
+// already ended. With an error nothing is recorded
 // and no CompletedCh is closed. ctx is not retained.
 func (w *PodWorkers[T]) UpdatePod(ctx context.Context, opts UpdatePodOptions) error {
 	return w.updatePod(ctx, opts, nil)
@@ -395,6 +407,12 @@ func validate(o *UpdatePodOptions) error {
 // returns ctx.Err() and leaves the termination under way. It returns
 // ErrStopped when Run has returned, and an error wrapping ErrInvalidUpdate
 // for a nil pod or otherwise invalid input.
+//
+// A KillPod for a UID the engine has not seen yet makes a worker for it
+// and terminates it (it never started, so no hook runs and KillPod returns
+// at once). A SyncPodCreate that arrives for that UID afterwards is then a
+// restart request, not a start (see UpdatePod); start the UID over with
+// SyncKnownPods and a new SyncPodCreate, as the KillPod example shows.
 func (w *PodWorkers[T]) KillPod(ctx context.Context, pod *v1.Pod, opts KillPodOptions) error {
 	if pod == nil {
 		return invalid("KillPod needs a pod, got nil")
