@@ -102,18 +102,6 @@ func TestDecisionD1_GraceOnlyShortens(t *testing.T) {
 			assert.Equal(t, "sync:create kill(1) terminated", r.trace("p"))
 		})
 	})
-	t.Run("the caller's override is not written to", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{})
-			p := mkPod("p")
-			r.started(p)
-			ov := i64(0)
-			r.kill(p, &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: ov})
-			r.settle()
-			assert.Equal(t, int64(0), *ov, "the effective grace (1) is read with Pod, not written back")
-			assert.Equal(t, int64(1), r.info("p").GracePeriod)
-		})
-	})
 	t.Run("the first request may be longer than the spec's", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
@@ -817,6 +805,84 @@ func TestDecisionD12_PanickingHookIsAFailedSync(t *testing.T) {
 		r.stop() // Run returns cleanly (nil; Start reports any error)
 		require.ErrorIs(t, r.w.UpdatePod(r.ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: mkPod("q")}), podworker.ErrStopped)
 	})
+}
+
+// D13: a static pod that never started (its termination was requested
+// while it waited for its full name) keeps the pod it was given: the
+// snapshot shows it and SyncKnownPods reports HasConfig. The kubelet
+// reports HasConfig false for it, as its worker never had an active update.
+func TestDecisionD13_NeverStartedStaticPodKeepsItsConfig(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		r := startRig(t, podworker.Options[struct{}]{})
+		holder, waiter := mkStatic("holder", "web"), mkStatic("waiter", "web")
+		r.started(holder)
+		r.update(podworker.SyncPodCreate, waiter)
+		r.settle()
+		require.Equal(t, podworker.StageNotStarted, r.info("waiter").Stage)
+		r.kill(waiter, nil)
+		r.settle()
+		info := r.info("waiter")
+		require.Equal(t, podworker.StageFinished, info.Stage)
+		assert.Empty(t, r.trace("waiter"), "no hook ran for it")
+		assert.Same(t, waiter, info.Pod)
+		assert.False(t, info.RuntimeOnly)
+		state := r.w.SyncKnownPods([]*v1.Pod{holder, waiter})
+		assert.Equal(t, podworker.PodWorkerSync{State: podworker.Terminated, HasConfig: true, Static: true}, state["waiter"])
+	})
+}
+
+// D14: the engine never writes to the caller's KillPodOptions; the kubelet
+// writes the effective grace period back into its override. Read the
+// effective value with Pod (PodInfo.GracePeriod).
+func TestDecisionD14_CallersKillPodOptionsAreNeverWritten(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		r := startRig(t, podworker.Options[struct{}]{})
+		p := mkPod("p")
+		r.started(p)
+		g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+		first := i64(0)
+		ko := &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: first}
+		before := *ko
+		r.kill(p, ko)
+		r.entered(g)
+		assert.Equal(t, int64(0), *first, "the effective grace (1) is read with Pod, not written back")
+		assert.Equal(t, before, *ko)
+		assert.Equal(t, int64(1), r.info("p").GracePeriod)
+
+		// A longer request later is ignored (D1), and not rewritten either.
+		later := i64(20)
+		require.NoError(t, r.w.UpdatePod(r.ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: p, KillPodOptions: &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: later}}))
+		assert.Equal(t, int64(20), *later)
+		g.Release()
+		r.settle()
+	})
+}
+
+// D15: there is no "network not ready" retry rule. The kubelet retries a
+// sync whose error mentions that the network is not ready after 1 second
+// instead of its backoff; podkit matches no error text. A syncer that
+// wants a quick retry says so with RetryAfter.
+func TestDecisionD15_NoNetworkNotReadyRetryRule(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		lo, hi time.Duration
+	}{
+		{"the kubelet's message backs off as usual", errors.New("network is not ready: container runtime network not ready: cni plugin not initialized"), 10 * time.Second, 15 * time.Second},
+		{"RetryAfter asks for the quick retry", podworker.RetryAfter(errors.New("network is not ready"), time.Second), time.Second, time.Second + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				r := startRig(t, podworker.Options[struct{}]{BackOff: 10 * time.Second})
+				r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: tc.err})
+				r.update(podworker.SyncPodCreate, mkPod("p"))
+				time.Sleep(time.Minute)
+				calls := r.f.CallsFor("p")
+				require.Len(t, calls, 2)
+				between(t, calls[1].Time.Sub(calls[0].Time), tc.lo, tc.hi, tc.name)
+			})
+		})
+	}
 }
 
 func TestShutdown(t *testing.T) {

@@ -116,10 +116,19 @@
 //   - D11: goroutines only while a pod has work; no added wait per
 //     transition.
 //   - D12: a panicking hook is a failed sync; Run shuts down cleanly.
+//   - D13: a static pod that never started (its termination was requested
+//     while it waited for its full name) keeps the pod it was given:
+//     PodInfo.Pod shows it and SyncKnownPods reports HasConfig true (the
+//     kubelet reports false, having no active update for it).
+//   - D14: the engine never writes to the caller's KillPodOptions (the
+//     kubelet writes the effective grace back into its override); read the
+//     effective grace period with Pod.
+//   - D15: no "network not ready" retry rule: the kubelet retries an error
+//     mentioning it after 1 second; podkit matches no error text, and a
+//     syncer asks for a quick retry with RetryAfter.
 //
-// Also: the engine never writes to the caller's KillPodOptions (read the
-// effective grace period with Pod), static-pod start ordering is O(1) per
-// update, a runtime-only kill of a terminated pod is ignored, and a
-// SyncPodCreate during termination is only remembered (RestartRequested),
-// as in the kubelet.
+// D5 and D6 belong to the mirror and podmanager packages. Also as in the
+// kubelet, on purpose: static-pod start ordering (O(1) per update here), a
+// runtime-only kill of a terminated pod is ignored, and a SyncPodCreate
+// during termination is only remembered (RestartRequested).
 package podworker
