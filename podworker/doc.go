@@ -25,9 +25,13 @@
 //     knows, then sends SyncPodCreate for desired pods missing from the
 //     result, and kills runtime pods no worker knows with a RunningPod
 //     update. lifecycle.Handler.Housekeeping does all of it.
-//  5. Asks the window (CouldHaveRunningContainers, ShouldPodContentBeRemoved,
+//  5. Reports runtime events (a container exited) with Resync(uid), so the
+//     pod's hook runs again soon rather than at the next resync.
+//  6. Asks the window (CouldHaveRunningContainers, ShouldPodContentBeRemoved,
 //     ...) before touching a pod's resources from any other loop, and may
-//     watch transitions with Subscribe or WaitFor.
+//     watch transitions with Subscribe, WaitFor or WaitForStage, and read
+//     how each pod's last sync went with Pod (LastSyncError,
+//     ConsecutiveFailures, NextSyncTime).
 //
 // # Lifecycle
 //

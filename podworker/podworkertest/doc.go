@@ -18,6 +18,11 @@
 //  5. Assert on Calls, CallsFor, or the compact Trace, for example
 //     "sync:create kill(30) terminated".
 //
+// To test a real PodSyncer under the engine, wrap it with NewSpySyncer: the
+// same recording, scripting and gates, with every unscripted call passed to
+// the real syncer. RunConformance checks a real syncer directly, without
+// the engine, against the hooks' contract.
+//
 // # Time
 //
 // Nothing here sleeps. Tests of retries and resyncs either inject a fake
