@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podkit/podkit/podworker"
-	"github.com/podkit/podkit/podworker/podworkertest"
 )
 
 // A CompletedCh handed to a second kill breaks the contract: the engine
@@ -41,7 +40,7 @@ func TestReusedCompletedChIsReported(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{Logger: logs.logger()})
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			ch := make(chan struct{})
 			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
 			r.entered(g)
@@ -60,7 +59,7 @@ func TestReusedCompletedChIsReported(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{Logger: logs.logger()})
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			ch := make(chan struct{})
 			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
 			r.entered(g)

@@ -45,7 +45,7 @@ func TestDecisionD1_GraceOnlyShortens(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			r.update(podworker.SyncPodUpdate, deleted(p, i64(0)))
 			r.entered(g)
 			require.Equal(t, int64(1), r.info("p").GracePeriod, "0 requested means 1")
@@ -65,7 +65,7 @@ func TestDecisionD1_GraceOnlyShortens(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			r.kill(p, nil)
 			r.entered(g)
 			r.kill(p, &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(10)})
@@ -79,7 +79,7 @@ func TestDecisionD1_GraceOnlyShortens(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			r.kill(p, &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(10)})
 			r.entered(g)
 			r.update(podworker.SyncPodUpdate, deleted(p, i64(20)))
@@ -124,8 +124,8 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
 			p := mkPod("p")
 			r.started(p)
-			gTerm := r.hold("p", podworkertest.HookSyncTerminatingPod)
-			gDone := r.hold("p", podworkertest.HookSyncTerminatedPod)
+			gTerm := r.hold("p", podworker.HookSyncTerminatingPod)
+			gDone := r.hold("p", podworker.HookSyncTerminatedPod)
 			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
 			r.entered(gTerm)
 			requireOpen(t, ch)
@@ -139,7 +139,7 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
 			p := mkPod("p")
 			r.started(p)
-			r.f.Next("p", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Panic: "kaboom"})
+			r.f.Next("p", podworker.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Panic: "kaboom"})
 			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
 			r.settle()
 			requireOpen(t, ch)
@@ -151,7 +151,7 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 	}, {
 		name: "a pod never seen before closes it after its termination",
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			r.kill(mkPod("p"), &podworker.KillPodOptions{CompletedCh: ch})
 			r.entered(g)
 			requireOpen(t, ch)
@@ -164,7 +164,7 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatedPod)
+			g := r.hold("p", podworker.HookSyncTerminatedPod)
 			r.kill(p, nil)
 			r.entered(g)
 			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
@@ -194,7 +194,7 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 	}, {
 		name: "a runtime-only pod closes it once its containers are stopped",
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			g := r.hold("p", podworkertest.HookSyncTerminatingRuntimePod)
+			g := r.hold("p", podworker.HookSyncTerminatingRuntimePod)
 			r.send(podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, RunningPod: &podworker.RuntimePod{UID: "p", Namespace: "ns", Name: "p"}, KillPodOptions: &podworker.KillPodOptions{CompletedCh: ch}})
 			r.entered(g)
 			requireOpen(t, ch)
@@ -230,7 +230,7 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			r.kill(p, nil)
 			r.entered(g)
 			r.send(podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: p, KillPodOptions: &podworker.KillPodOptions{CompletedCh: ch}})
@@ -244,7 +244,7 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
 			p := mkPod("p")
 			r.started(p)
-			r.f.Always("p", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
+			r.f.Always("p", podworker.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
 			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
 			r.settle()
 			r.stop()
@@ -267,8 +267,8 @@ func TestDecisionD3_LaterDeletionAndEvictionCount(t *testing.T) {
 		r := startRig(t, podworker.Options[struct{}]{})
 		p := mkPod("p")
 		r.started(p)
-		gTerm := r.hold("p", podworkertest.HookSyncTerminatingPod)
-		gDone := r.hold("p", podworkertest.HookSyncTerminatedPod)
+		gTerm := r.hold("p", podworker.HookSyncTerminatingPod)
+		gDone := r.hold("p", podworker.HookSyncTerminatedPod)
 		r.kill(p, nil) // a plain kill starts the termination
 		r.entered(gTerm)
 		info := r.info("p")
@@ -300,7 +300,7 @@ func TestDecisionD3_LaterDeletionAndEvictionCount(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
 			r.started(p)
-			r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Terminal: true})
+			r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Terminal: true})
 			r.update(podworker.SyncPodUpdate, p)
 			r.settle()
 			require.True(t, r.info("p").Finished)
@@ -405,7 +405,7 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{BackOff: time.Second, MaxBackOff: 8 * time.Second})
 			p := mkPod("p")
-			r.f.Always("p", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom})
+			r.f.Always("p", podworker.HookSyncPod, podworkertest.Result{Err: errBoom})
 			r.update(podworker.SyncPodCreate, p)
 			time.Sleep(80 * time.Second)
 			calls := r.f.CallsFor("p")
@@ -421,7 +421,7 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 			assert.Equal(t, podworker.StageSyncing, r.info("p").Stage)
 
 			// The next retry succeeds; resyncs are off, so the pod goes idle.
-			r.f.Always("p", podworkertest.HookSyncPod, podworkertest.Result{})
+			r.f.Always("p", podworker.HookSyncPod, podworkertest.Result{})
 			time.Sleep(20 * time.Second)
 			n := len(r.f.CallsFor("p"))
 			require.False(t, r.f.CallsFor("p")[n-1].Err != nil)
@@ -429,7 +429,7 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 			require.Len(t, r.f.CallsFor("p"), n, "idle after success")
 
 			// A new failure starts again from BackOff.
-			r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom})
+			r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: errBoom})
 			r.update(podworker.SyncPodUpdate, p)
 			time.Sleep(5 * time.Second)
 			calls = r.f.CallsFor("p")
@@ -500,7 +500,7 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				bubble(t, func(t *testing.T) {
 					r := startRig(t, podworker.Options[struct{}]{BackOff: 2 * time.Second, MaxBackOff: 30 * time.Second})
-					r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: tc.err})
+					r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: tc.err})
 					r.update(podworker.SyncPodCreate, mkPod("p"))
 					time.Sleep(time.Minute)
 					calls := r.f.CallsFor("p")
@@ -513,7 +513,7 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 	t.Run("a pod that finished on its own is terminated at once", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
-			r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Terminal: true})
+			r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Terminal: true})
 			r.update(podworker.SyncPodCreate, mkPod("p"))
 			r.settle()
 			calls := r.f.CallsFor("p")
@@ -524,8 +524,8 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 	t.Run("termination hooks are retried too", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{BackOff: time.Second})
-			r.f.Next("p", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Err: errBoom})
-			r.f.Next("p", podworkertest.HookSyncTerminatedPod, podworkertest.Result{Err: errBoom})
+			r.f.Next("p", podworker.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Err: errBoom})
+			r.f.Next("p", podworker.HookSyncTerminatedPod, podworkertest.Result{Err: errBoom})
 			r.kill(mkPod("p"), nil)
 			time.Sleep(time.Minute)
 			assert.Equal(t, "kill(30)=error kill(30)=error kill(30) terminated=error terminated", r.trace("p"))
@@ -545,7 +545,7 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 			w, err := podworker.New[struct{}](f, podworker.Options[struct{}]{Clock: fc, BackOff: 10 * time.Second, MaxBackOff: 10 * time.Second, ResyncInterval: -1})
 			require.NoError(t, err)
 			podworkertest.Start(t, w)
-			f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom})
+			f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: errBoom})
 			require.NoError(t, w.UpdatePod(context.Background(), podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: mkPod("p")}))
 			synctest.Wait()
 			require.True(t, fc.HasWaiters(), "the engine waits on the injected clock")
@@ -610,13 +610,13 @@ func TestDecisionD11_GoroutinesFollowWork(t *testing.T) {
 				r.update(podworker.SyncPodCreate, mkPod(fmt.Sprint(i)))
 			}
 			r.settle()
-			require.Equal(t, n, r.f.Count(podworkertest.AnyUID, podworkertest.HookSyncPod))
+			require.Equal(t, n, r.f.Count(podworkertest.AnyUID, podworker.HookSyncPod))
 			assert.Equal(t, idle, bubbleGoroutines(), "500 synced, idle pods")
 
 			// Work in progress does take goroutines, and gives them back.
 			gates := make([]*podworkertest.Gate, 10)
 			for i := range gates {
-				gates[i] = r.hold(types.UID(fmt.Sprint(i)), podworkertest.HookSyncPod)
+				gates[i] = r.hold(types.UID(fmt.Sprint(i)), podworker.HookSyncPod)
 				r.update(podworker.SyncPodUpdate, mkPod(fmt.Sprint(i)))
 			}
 			r.settle()
@@ -630,7 +630,7 @@ func TestDecisionD11_GoroutinesFollowWork(t *testing.T) {
 			// Resyncs of every pod leave nothing behind either.
 			time.Sleep(2 * time.Minute)
 			r.settle()
-			assert.Greater(t, r.f.Count(podworkertest.AnyUID, podworkertest.HookSyncPod), 2*n)
+			assert.Greater(t, r.f.Count(podworkertest.AnyUID, podworker.HookSyncPod), 2*n)
 			assert.Equal(t, idle, bubbleGoroutines())
 		})
 	})
@@ -642,7 +642,7 @@ func TestDecisionD11_GoroutinesFollowWork(t *testing.T) {
 			const n = 10
 			gates := make([]*podworkertest.Gate, n)
 			for i := range gates {
-				gates[i] = r.hold(types.UID(fmt.Sprint(i)), podworkertest.HookSyncPod)
+				gates[i] = r.hold(types.UID(fmt.Sprint(i)), podworker.HookSyncPod)
 				r.update(podworker.SyncPodCreate, mkPod(fmt.Sprint(i)))
 			}
 			// Release the running hooks round by round: three run at a time
@@ -669,7 +669,7 @@ func TestDecisionD11_GoroutinesFollowWork(t *testing.T) {
 				}
 			}
 			r.settle()
-			assert.Equal(t, n, r.f.Count(podworkertest.AnyUID, podworkertest.HookSyncPod))
+			assert.Equal(t, n, r.f.Count(podworkertest.AnyUID, podworker.HookSyncPod))
 			assert.Equal(t, 3, r.f.MaxInFlight())
 			assert.Equal(t, idle, bubbleGoroutines())
 		})
@@ -678,7 +678,7 @@ func TestDecisionD11_GoroutinesFollowWork(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{MaxConcurrentSyncs: 1})
 			r.started(mkPod("running"))
-			g := r.hold("busy", podworkertest.HookSyncPod)
+			g := r.hold("busy", podworker.HookSyncPod)
 			r.update(podworker.SyncPodCreate, mkPod("busy"))
 			r.entered(g) // the only slot is taken
 			r.update(podworker.SyncPodCreate, mkPod("new1"))
@@ -778,7 +778,7 @@ func TestDecisionD12_PanickingHookIsAFailedSync(t *testing.T) {
 		r := newRig(t, podworker.Options[struct{}]{Logger: logs.logger(), Metrics: metrics, BackOff: time.Second})
 		r.start()
 		p := mkPod("p")
-		r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Panic: "sync exploded"})
+		r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Panic: "sync exploded"})
 		r.update(podworker.SyncPodCreate, p)
 		r.settle()
 		assert.Equal(t, "sync:create=panic", r.trace("p"))
@@ -787,15 +787,15 @@ func TestDecisionD12_PanickingHookIsAFailedSync(t *testing.T) {
 		assert.Contains(t, line, "goroutine", "with its stack")
 		assert.Contains(t, line, `"podUID"="p"`)
 		assert.Equal(t, 1, metrics.counter("panics"))
-		assert.Equal(t, 1, metrics.counter("retries/sync"))
+		assert.Equal(t, 1, metrics.counter("retries/SyncPod"))
 
 		time.Sleep(2 * time.Second) // the backoff
 		assert.Equal(t, "sync:create=panic sync:sync", r.trace("p"), "retried with backoff")
 		calls := r.f.CallsFor("p")
 		between(t, calls[1].Time.Sub(calls[0].Time), time.Second, 1500*time.Millisecond, "backoff")
 
-		r.f.Next("p", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Panic: errBoom})
-		r.f.Next("p", podworkertest.HookSyncTerminatedPod, podworkertest.Result{Panic: 42})
+		r.f.Next("p", podworker.HookSyncTerminatingPod, podworkertest.Result{Panic: errBoom})
+		r.f.Next("p", podworker.HookSyncTerminatedPod, podworkertest.Result{Panic: 42})
 		r.kill(p, nil)
 		time.Sleep(time.Minute)
 		assert.Equal(t, "sync:create=panic sync:sync kill(30)=panic kill(30) terminated=panic terminated", r.trace("p"))
@@ -827,7 +827,7 @@ func TestDecisionD13_NeverStartedStaticPodKeepsItsConfig(t *testing.T) {
 		assert.Same(t, waiter, info.Pod)
 		assert.False(t, info.RuntimeOnly)
 		state := r.w.SyncKnownPods([]*v1.Pod{holder, waiter})
-		assert.Equal(t, podworker.PodWorkerSync{State: podworker.Terminated, HasConfig: true, Static: true}, state["waiter"])
+		assert.Equal(t, podworker.WorkerReport{Stage: podworker.StageFinished, HasConfig: true, Static: true}, state["waiter"])
 	})
 }
 
@@ -839,7 +839,7 @@ func TestDecisionD14_CallersKillPodOptionsAreNeverWritten(t *testing.T) {
 		r := startRig(t, podworker.Options[struct{}]{})
 		p := mkPod("p")
 		r.started(p)
-		g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+		g := r.hold("p", podworker.HookSyncTerminatingPod)
 		first := i64(0)
 		ko := &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: first}
 		before := *ko
@@ -874,7 +874,7 @@ func TestDecisionD15_NoNetworkNotReadyRetryRule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				r := startRig(t, podworker.Options[struct{}]{BackOff: 10 * time.Second})
-				r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: tc.err})
+				r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: tc.err})
 				r.update(podworker.SyncPodCreate, mkPod("p"))
 				time.Sleep(time.Minute)
 				calls := r.f.CallsFor("p")
@@ -889,8 +889,8 @@ func TestShutdown(t *testing.T) {
 	t.Run("Run returns only after every hook returned, even one that ignores ctx", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := newRig(t, podworker.Options[struct{}]{})
-			stuck := r.f.HoldUncancelable("stuck", podworkertest.HookSyncPod)
-			polite := r.hold("polite", podworkertest.HookSyncTerminatingPod)
+			stuck := r.f.HoldUncancelable("stuck", podworker.HookSyncPod)
+			polite := r.hold("polite", podworker.HookSyncTerminatingPod)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- r.w.Run(ctx) }()
@@ -931,11 +931,11 @@ func TestShutdown(t *testing.T) {
 			for i := range 50 {
 				r.update(podworker.SyncPodCreate, mkPod(fmt.Sprint(i)))
 			}
-			r.f.Always(podworkertest.AnyUID, podworkertest.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
+			r.f.Always(podworkertest.AnyUID, podworker.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
 			for i := range 25 {
 				r.kill(mkPod(fmt.Sprint(i)), nil)
 			}
-			g := r.hold("49", podworkertest.HookSyncPod)
+			g := r.hold("49", podworker.HookSyncPod)
 			time.Sleep(5 * time.Second)
 			r.entered(g)
 			r.w.Subscribe(make(chan podworker.Transition, 1))
@@ -951,7 +951,7 @@ func TestShutdown(t *testing.T) {
 	t.Run("KillPod waiting when Run stops returns ErrStopped", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
-			r.f.Always("p", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
+			r.f.Always("p", podworker.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
 			res := make(chan error, 1)
 			go func() { res <- r.w.KillPod(context.Background(), mkPod("p"), podworker.KillPodOptions{}) }()
 			r.settle()

@@ -64,6 +64,22 @@
 // the opposite before (a pod could still be running from before the agent
 // started).
 //
+// # Inside the engine
+//
+// The engine is two layers, in the manner of etcd raft's RawNode and Node.
+// The state machine (the unexported machine type, machine*.go and
+// queue.go) holds every worker's record and makes every transition: it has
+// no goroutines, locks or channels and calls no hook. Each call returns
+// what must happen as effects — stage changes to publish, CompletedChs to
+// close, hook contexts to cancel, hooks to report as slow, workers or the
+// timer loop to wake — or, for a worker, the next hook call to make. The
+// driver, PodWorkers (podworkers.go, worker.go), serializes calls to the
+// machine under one lock and applies the effects: it publishes stage
+// changes (metrics, Subscribe, WaitFor) under the lock, so they go out in
+// order, and closes channels, cancels contexts and logs after releasing
+// it. The machine's tests (machine_test.go, testdata/*.txt) drive it alone,
+// deterministically, with no goroutine.
+//
 // # Concurrency
 //
 // Every method of PodWorkers is safe for concurrent use. Hooks of one UID
@@ -77,7 +93,11 @@
 // (SyncPod), when its grace period shortens (SyncTerminatingPod), and when
 // Run shuts down. A hook that keeps running Options.SlowHookWarning after
 // that (a minute by default) is logged by name, again at that pace, and
-// counted; a shutting-down Run says which hooks it still waits for. A hook that returns an error, or panics, is retried with
+// counted; a shutting-down Run says which hooks it still waits for. (A
+// context no hook runs with, and that nobody listens to through Done or a
+// derived context, is kept for the next hook rather than cancelled: only a
+// hook that kept it past its return could tell.) A hook
+// that returns an error, or panics, is retried with
 // per-pod exponential backoff (Options.BackOff to MaxBackOff, jittered); an
 // error made with RetryAfter says when. A successful SyncPod is repeated
 // every ResyncInterval. A newer update always runs as soon as the current

@@ -290,14 +290,14 @@ func TestHookErrorsAreLogged(t *testing.T) {
 		var logs logSink
 		r := newRig(t, podworker.Options[struct{}]{Logger: logs.logger()})
 		r.start()
-		r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: fmt.Errorf("image pull: %w", errBoom)})
+		r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: fmt.Errorf("image pull: %w", errBoom)})
 		r.update(podworker.SyncPodCreate, mkPod("p"))
 		r.settle()
 		line := logs.find("image pull")
 		require.NotEmpty(t, line)
 		assert.Contains(t, line, `"podUID"="p"`)
 
-		r.f.Next("q", podworkertest.HookSyncPod, podworkertest.Result{Err: context.Canceled})
+		r.f.Next("q", podworker.HookSyncPod, podworkertest.Result{Err: context.Canceled})
 		r.update(podworker.SyncPodCreate, mkPod("q"))
 		r.settle()
 		for _, l := range logs.all(`"podUID"="q"`) {

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podkit/podkit/podworker"
-	"github.com/podkit/podkit/podworker/podworkertest"
 )
 
 // A pod asking for an absurdly long grace period gets MaxGracePeriodSeconds,
@@ -41,7 +40,7 @@ func TestHugeGracePeriodIsClamped(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				r := startRig(t, podworker.Options[struct{}]{})
-				g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+				g := r.hold("p", podworker.HookSyncTerminatingPod)
 				tc.kill(r)
 				r.entered(g)
 				calls := r.f.CallsFor("p")

@@ -46,15 +46,16 @@ type observers struct {
 	closed  bool
 }
 
-// moved is the machine's onMove: it never blocks.
-func (o *observers) moved(r *record, from, to Stage, now func() time.Time) {
-	if o.n.Load() == 0 {
-		return
-	}
+// listening reports whether any subscription or waiter exists.
+func (o *observers) listening() bool { return o.n.Load() != 0 }
+
+// moved tells subscriptions and uid's waiters of t; it never blocks. The
+// driver calls it with the engine's lock held, so transitions go out in
+// the order they happened.
+func (o *observers) moved(t Transition) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.subs) > 0 {
-		t := Transition{UID: r.uid, FullName: r.fullName, From: from, To: to, Time: now()}
 		for _, s := range o.subs {
 			select {
 			case s.ch <- t:
@@ -63,7 +64,7 @@ func (o *observers) moved(r *record, from, to Stage, now func() time.Time) {
 			}
 		}
 	}
-	for _, ch := range o.waiters[r.uid] {
+	for _, ch := range o.waiters[t.UID] {
 		select {
 		case ch <- struct{}{}:
 		default:

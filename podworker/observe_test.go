@@ -49,13 +49,13 @@ func (f fakeMetric) add(d int) {
 	f.m.counts[f.name] += d
 }
 
-func (m *fakeMetrics) NewSyncDurationMetric(phase podworker.State) podworker.HistogramMetric {
+func (m *fakeMetrics) NewSyncDurationMetric(phase podworker.Hook) podworker.HistogramMetric {
 	return fakeMetric{m, "sync/" + phase.String()}
 }
 func (m *fakeMetrics) NewDispatchLatencyMetric() podworker.HistogramMetric {
 	return fakeMetric{m, "dispatch"}
 }
-func (m *fakeMetrics) NewRetriesMetric(phase podworker.State) podworker.CounterMetric {
+func (m *fakeMetrics) NewRetriesMetric(phase podworker.Hook) podworker.CounterMetric {
 	return fakeMetric{m, "retries/" + phase.String()}
 }
 func (m *fakeMetrics) NewPanicsMetric() podworker.CounterMetric { return fakeMetric{m, "panics"} }
@@ -104,29 +104,29 @@ func TestMetrics(t *testing.T) {
 		assert.Equal(t, map[string]int{"syncing": 1}, m.gauges())
 
 		// Sync duration by phase, measured on the engine's clock.
-		gs := r.hold("a", podworkertest.HookSyncTerminatingPod)
+		gs := r.hold("a", podworker.HookSyncTerminatingPod)
 		r.kill(mkPod("a"), nil)
 		r.entered(gs)
 		assert.Equal(t, map[string]int{"terminating": 1}, m.gauges())
 		time.Sleep(4 * time.Second)
 		gs.Release()
 		r.settle()
-		assert.Equal(t, []float64{0}, m.observed("sync/sync"))
-		assert.Equal(t, []float64{4}, m.observed("sync/terminating"))
-		assert.Equal(t, []float64{0}, m.observed("sync/terminated"))
+		assert.Equal(t, []float64{0}, m.observed("sync/SyncPod"))
+		assert.Equal(t, []float64{4}, m.observed("sync/SyncTerminatingPod"))
+		assert.Equal(t, []float64{0}, m.observed("sync/SyncTerminatedPod"))
 		assert.Equal(t, map[string]int{"finished": 1}, m.gauges())
 
 		// Retries by phase, and panics.
-		r.f.Next("b", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Panic: "x"})
-		r.f.Next("b", podworkertest.HookSyncTerminatedPod, podworkertest.Result{Err: errBoom})
+		r.f.Next("b", podworker.HookSyncPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Panic: "x"})
+		r.f.Next("b", podworker.HookSyncTerminatedPod, podworkertest.Result{Err: errBoom})
 		r.update(podworker.SyncPodCreate, mkPod("b"))
 		time.Sleep(10 * time.Second)
 		r.kill(mkPod("b"), nil)
 		time.Sleep(10 * time.Second)
 		assert.Equal(t, "sync:create=error sync:sync=panic sync:sync kill(30) terminated=error terminated", r.trace("b"))
-		assert.Equal(t, 2, m.counter("retries/sync"))
-		assert.Equal(t, 0, m.counter("retries/terminating"))
-		assert.Equal(t, 1, m.counter("retries/terminated"))
+		assert.Equal(t, 2, m.counter("retries/SyncPod"))
+		assert.Equal(t, 0, m.counter("retries/SyncTerminatingPod"))
+		assert.Equal(t, 1, m.counter("retries/SyncTerminatedPod"))
 		assert.Equal(t, 1, m.counter("panics"))
 
 		// Pods by stage follow every worker, including a waiting static
@@ -213,7 +213,7 @@ func TestSubscribeNeverBlocksAndCountsDrops(t *testing.T) {
 func TestWaitFor(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		r := startRig(t, podworker.Options[struct{}]{})
-		g := r.hold("a", podworkertest.HookSyncTerminatingPod)
+		g := r.hold("a", podworker.HookSyncTerminatingPod)
 		type res struct {
 			info podworker.PodInfo
 			ok   bool
@@ -259,7 +259,7 @@ func TestWaitForStage(t *testing.T) {
 		ctx := context.Background()
 		pod := podworkertest.NewPod("a", "ns", "a")
 
-		g := f.Hold("a", podworkertest.HookSyncTerminatedPod)
+		g := f.Hold("a", podworker.HookSyncTerminatedPod)
 		require.NoError(t, w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod}))
 		info, err := w.WaitForStage(ctx, "a", podworker.StageSyncing)
 		require.NoError(t, err)

@@ -18,7 +18,7 @@ func TestPodInfoSyncOutcome(t *testing.T) {
 		p := mkPod("p")
 		start := time.Now()
 
-		g := r.hold("p", podworkertest.HookSyncPod)
+		g := r.hold("p", podworker.HookSyncPod)
 		r.update(podworker.SyncPodCreate, p)
 		r.entered(g)
 		info := r.info("p")
@@ -28,8 +28,8 @@ func TestPodInfoSyncOutcome(t *testing.T) {
 		assert.True(t, info.NextSyncTime.IsZero(), "a hook runs now: nothing is scheduled")
 
 		// Two failures in a row, then a success.
-		r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom})
-		r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom})
+		r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: errBoom})
+		r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: errBoom})
 		time.Sleep(time.Second)
 		g.Release()
 		r.settle()
@@ -56,7 +56,7 @@ func TestPodInfoSyncOutcome(t *testing.T) {
 		assert.False(t, info.NextSyncTime.Before(info.LastSyncTime.Add(time.Hour)), "the resync is scheduled: %v", info.NextSyncTime)
 
 		// Work that is ready shows as due now.
-		g = r.hold("p", podworkertest.HookSyncPod)
+		g = r.hold("p", podworker.HookSyncPod)
 		r.w.Resync("p")
 		r.entered(g)
 		assert.True(t, r.info("p").NextSyncTime.IsZero())
@@ -77,7 +77,7 @@ func TestPodInfoSyncOutcome(t *testing.T) {
 func TestPodInfoNextSyncTimeOfReadyWork(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		r := startRig(t, podworker.Options[struct{}]{MaxConcurrentSyncs: 1})
-		g := r.hold("a", podworkertest.HookSyncPod)
+		g := r.hold("a", podworker.HookSyncPod)
 		r.update(podworker.SyncPodCreate, mkPod("a"))
 		r.entered(g)
 		time.Sleep(time.Second)

@@ -3,8 +3,6 @@ package podworker
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -32,6 +30,13 @@ const (
 // Create it with New, start it with Run, feed it with UpdatePod (usually
 // through lifecycle.Handler) and SyncKnownPods. All methods are safe for
 // concurrent use from any goroutine.
+//
+// PodWorkers is the driver of the engine's pure state machine (machine):
+// it serializes calls to it under one lock, runs the hooks it hands out on
+// worker goroutines, and applies the effects each call returns — stage
+// changes published under the lock (so subscribers see them in order),
+// CompletedChs closed, hook contexts cancelled and slow hooks reported
+// after the lock is released.
 type PodWorkers[T any] struct {
 	syncer  PodSyncer[T]
 	runtime RuntimePodSyncer
@@ -39,7 +44,10 @@ type PodWorkers[T any] struct {
 	stopped StoppedChecker[T]
 	clock   clock.WithTicker
 	log     logr.Logger
+	metrics *metrics
 	max     int
+	// timed is false when no metrics are collected: hooks are not timed.
+	timed bool
 
 	// mu guards everything below. It is never held while a hook, the
 	// StatusSource or a waiter's condition runs.
@@ -51,9 +59,8 @@ type PodWorkers[T any] struct {
 	workers, starting int
 	// values gives hook contexts the values of Run's context.
 	values context.Context
-	// timed is false when no metrics are collected: hooks are not timed.
-	timed bool
-	wg    sync.WaitGroup
+
+	wg sync.WaitGroup
 	// kick wakes Run's timer loop when the delay heap's head moved earlier.
 	kick chan struct{}
 	// done is closed when Run has returned.
@@ -72,24 +79,40 @@ func New[T any](syncer PodSyncer[T], opts Options[T]) (*PodWorkers[T], error) {
 		return nil, err
 	}
 	w := &PodWorkers[T]{
-		syncer: syncer,
-		status: opts.Status,
-		clock:  opts.Clock,
-		log:    opts.Logger,
-		timed:  opts.Metrics != nil,
-		max:    opts.MaxConcurrentSyncs,
-		kick:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
+		syncer:  syncer,
+		status:  opts.Status,
+		clock:   opts.Clock,
+		log:     opts.Logger,
+		metrics: newMetrics(opts.Metrics),
+		timed:   opts.Metrics != nil,
+		max:     opts.MaxConcurrentSyncs,
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
 	}
 	w.runtime, _ = syncer.(RuntimePodSyncer)
 	if opts.Status != nil {
 		w.stopped, _ = opts.Status.(StoppedChecker[T])
 	}
-	w.m = newMachine(opts.Clock, opts.ResyncInterval, opts.BackOff, opts.MaxBackOff, newMetrics(opts.Metrics))
-	w.m.slowWarning = max(opts.SlowHookWarning, 0)
-	w.m.stampUpdates = w.timed
-	w.m.onMove = func(r *record, from, to Stage) { w.obs.moved(r, from, to, w.m.now) }
+	w.m = newMachine(machineConfig{
+		clock:        opts.Clock,
+		resync:       opts.ResyncInterval,
+		backOff:      opts.BackOff,
+		maxBackOff:   opts.MaxBackOff,
+		slowWarning:  max(opts.SlowHookWarning, 0),
+		stampUpdates: w.timed,
+		hookValues:   w.hookValues,
+	})
 	return w, nil
+}
+
+// hookValues gives a pod's hook contexts the values of Run's context, and
+// the engine's logger with the pod's UID and full name. The machine calls
+// it under the lock, once Run runs.
+func (w *PodWorkers[T]) hookValues(uid types.UID, name podNamer) context.Context {
+	if w.log.GetSink() == nil {
+		return w.values
+	}
+	return logr.NewContext(w.values, w.log.WithValues("podUID", uid, "pod", name.fullNameOf()))
 }
 
 // Run dispatches work until ctx ends, then shuts down: it cancels the
@@ -117,15 +140,13 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 
 	var timer clock.Timer
 	for {
+		var fx effects
 		w.mu.Lock()
-		w.m.tick()
-		next, ok := w.m.fireDue(w.m.now())
-		w.m.earliest = false
-		w.spawnLocked(0)
-		slow := w.m.slowHooks
-		w.m.slowHooks = nil
+		next, ok := w.m.fireDue(&fx)
+		fx.wake = false // this loop is awake
+		w.commitLocked(&fx, 0)
 		w.mu.Unlock()
-		w.reportSlow(slow)
+		w.finish(&fx)
 
 		var fire <-chan time.Time
 		if ok {
@@ -152,143 +173,15 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 }
 
 func (w *PodWorkers[T]) shutdown() {
+	var fx effects
 	w.mu.Lock()
 	w.state = stopped
-	for _, r := range w.m.records {
-		r.cancelCtx()
-	}
+	w.m.shutdown(&fx)
 	w.mu.Unlock()
+	w.finish(&fx)
 	w.drain()
 	close(w.done)
 	w.obs.closeAll()
-}
-
-// spawnLocked keeps one goroutine on its way to the ready queues whenever
-// they hold work: poppers is how many live workers will pop next anyway.
-// A worker that takes work while more is ready calls it again, so the
-// number of workers grows one at a time while hooks block, and stays small
-// while hooks are quick (the lock is not fought over by thousands of
-// goroutines).
-func (w *PodWorkers[T]) spawnLocked(poppers int) {
-	if w.state != running || w.starting+poppers > 0 || w.m.readyLen() == 0 {
-		return
-	}
-	if w.max > 0 && w.workers >= w.max {
-		return
-	}
-	w.workers++
-	w.starting++
-	w.wg.Add(1)
-	go w.work()
-}
-
-// afterChangeLocked does what every state change may require: start
-// workers, wake the timer loop, and report contract violations.
-func (w *PodWorkers[T]) afterChangeLocked(poppers int) {
-	for _, p := range w.m.reusedChans {
-		w.log.Error(errCompletedChReused, "A KillPodOptions.CompletedCh was already closed when the engine closed it: the same channel was handed to more than one kill, or closed by its owner", "podUID", p.uid, "pod", p.fullName)
-	}
-	clear(w.m.reusedChans)
-	w.m.reusedChans = w.m.reusedChans[:0]
-	w.spawnLocked(poppers)
-	if w.m.earliest {
-		w.m.earliest = false
-		select {
-		case w.kick <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// work is a worker goroutine: it runs ready hooks until none is left.
-func (w *PodWorkers[T]) work() {
-	defer w.wg.Done()
-	w.mu.Lock()
-	w.starting--
-	for w.state == running {
-		r := w.m.popReady()
-		if r == nil {
-			break
-		}
-		w.m.tick()
-		wk, ok := w.m.begin(r)
-		if !ok {
-			continue
-		}
-		// This worker is busy now: make sure someone takes the rest.
-		w.spawnLocked(0)
-		ctx := w.hookContextLocked(r)
-		w.mu.Unlock()
-
-		terminal, err := w.run(ctx, r, &wk)
-
-		w.mu.Lock()
-		w.m.tick()
-		w.m.complete(r, wk, terminal, err)
-		w.afterChangeLocked(1)
-	}
-	w.workers--
-	w.mu.Unlock()
-}
-
-// hookContextLocked returns r's hook context, making it when needed.
-func (w *PodWorkers[T]) hookContextLocked(r *record) context.Context {
-	if r.ctx == nil {
-		values := w.values
-		if w.log.GetSink() != nil {
-			values = logr.NewContext(values, w.log.WithValues("podUID", r.uid, "pod", r.fullName))
-		}
-		r.ctx = newHookCtx(values)
-	}
-	return r.ctx
-}
-
-// run makes one hook call, turning a panic into an error.
-func (w *PodWorkers[T]) run(ctx context.Context, r *record, wk *work) (terminal bool, err error) {
-	m := w.m.metrics
-	var start time.Time
-	if w.timed {
-		start = w.clock.Now()
-		if !wk.startTime.IsZero() {
-			m.dispatch.Observe(start.Sub(wk.startTime).Seconds())
-		}
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			perr := &panicError{value: p, stack: debug.Stack()}
-			m.panics.Inc()
-			w.log.Error(perr, "Pod hook panicked; it will be retried", "podUID", r.uid, "pod", r.fullName, "state", wk.state, "stack", string(perr.stack))
-			terminal, err = false, perr
-		} else if err != nil && !errors.Is(err, context.Canceled) {
-			w.log.Error(err, "Pod hook failed; it will be retried", "podUID", r.uid, "pod", r.fullName, "state", wk.state)
-		}
-		if w.timed {
-			m.syncDuration[wk.state].Observe(w.clock.Since(start).Seconds())
-		}
-	}()
-	if wk.runtimeOnly {
-		if w.runtime == nil {
-			return false, fmt.Errorf("podworker: pod %s (%s) is known only from the runtime and the PodSyncer does not implement RuntimePodSyncer", r.fullName, r.uid)
-		}
-		return false, w.runtime.SyncTerminatingRuntimePod(ctx, wk.runningPod)
-	}
-	var status T
-	if w.status != nil {
-		if status, err = w.status.PodStatus(ctx, r.uid, wk.lastSync); err != nil {
-			return false, fmt.Errorf("podworker: reading the status of pod %s (%s): %w", r.fullName, r.uid, err)
-		}
-	}
-	switch wk.state {
-	case Syncing:
-		return w.syncer.SyncPod(ctx, wk.updateType, wk.pod, wk.mirror, status)
-	case Terminating:
-		if wk.checkStopped && w.stopped != nil && w.stopped.NothingRunning(status) {
-			return false, nil
-		}
-		return false, w.syncer.SyncTerminatingPod(ctx, wk.pod, status, wk.grace, wk.statusFn)
-	default:
-		return false, w.syncer.SyncTerminatedPod(ctx, wk.pod, status)
-	}
 }
 
 // UpdatePod records a desired state for a pod and returns at once; the
@@ -326,7 +219,10 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	u := update{updateType: opts.UpdateType, pod: opts.Pod, mirror: opts.MirrorPod, runningPod: opts.RunningPod, startTime: opts.StartTime}
+	u := update{updateType: opts.UpdateType, pod: opts.Pod, mirror: opts.MirrorPod, runningPod: opts.RunningPod}
+	if !opts.StartTime.IsZero() {
+		u.startTime = w.m.ticks(opts.StartTime)
+	}
 	k := killRequest{chans: [2]chan<- struct{}{nil, own}}
 	if ko := opts.KillPodOptions; ko != nil {
 		k.chans[0] = ko.CompletedCh
@@ -334,14 +230,16 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 		k.statusFn = ko.PodStatusFunc
 		k.override = ko.PodTerminationGracePeriodSecondsOverride
 	}
+	var fx effects
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.state == stopped {
+		w.mu.Unlock()
 		return ErrStopped
 	}
-	w.m.tick()
-	w.m.apply(u, k)
-	w.afterChangeLocked(0)
+	w.m.update(u, k, &fx)
+	w.commitLocked(&fx, 0)
+	w.mu.Unlock()
+	w.finish(&fx)
 	return nil
 }
 
@@ -362,15 +260,17 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 // goroutine, including from inside a hook; after Run has returned it only
 // reports.
 func (w *PodWorkers[T]) Resync(uid types.UID) bool {
+	var fx effects
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.state == stopped {
-		r := w.m.records[uid]
-		return r != nil && !r.has(fFinished)
+		defer w.mu.Unlock()
+		info, ok := w.m.info(uid)
+		return ok && !info.Finished
 	}
-	w.m.tick()
-	ok := w.m.nudge(uid)
-	w.afterChangeLocked(0)
+	ok := w.m.nudge(uid, &fx)
+	w.commitLocked(&fx, 0)
+	w.mu.Unlock()
+	w.finish(&fx)
 	return ok
 }
 
@@ -426,9 +326,7 @@ func (w *PodWorkers[T]) KillPod(ctx context.Context, pod *v1.Pod, opts KillPodOp
 		return nil
 	case <-ctx.Done():
 		w.mu.Lock()
-		if r := w.m.records[pod.UID]; r != nil {
-			r.detach(own)
-		}
+		w.m.detach(pod.UID, own)
 		w.mu.Unlock()
 		return ctx.Err()
 	case <-w.done:
@@ -450,18 +348,19 @@ func (w *PodWorkers[T]) KillPod(ctx context.Context, pod *v1.Pod, opts KillPodOp
 // Called by housekeeping, from any goroutine. The caller should then send a
 // SyncPodCreate for each desired, admitted pod missing from the result.
 // The result is the caller's.
-func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
+func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]WorkerReport {
 	set := make(map[types.UID]struct{}, len(desired))
 	for _, p := range desired {
 		if p != nil {
 			set[p.UID] = struct{}{}
 		}
 	}
+	var fx effects
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.m.tick()
-	out := w.m.syncKnown(set)
-	w.afterChangeLocked(0)
+	out := w.m.syncKnown(set, &fx)
+	w.commitLocked(&fx, 0)
+	w.mu.Unlock()
+	w.finish(&fx)
 	return out
 }
 
@@ -470,11 +369,7 @@ func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorker
 func (w *PodWorkers[T]) Pod(uid types.UID) (info PodInfo, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r := w.m.records[uid]; r != nil {
-		w.m.tick()
-		return r.info(w.m.now), true
-	}
-	return PodInfo{}, false
+	return w.m.info(uid)
 }
 
 // Pods returns a snapshot of every worker, in no particular order. The
@@ -482,10 +377,5 @@ func (w *PodWorkers[T]) Pod(uid types.UID) (info PodInfo, ok bool) {
 func (w *PodWorkers[T]) Pods() []PodInfo {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]PodInfo, 0, len(w.m.records))
-	w.m.tick()
-	for _, r := range w.m.records {
-		out = append(out, r.info(w.m.now))
-	}
-	return out
+	return w.m.infos()
 }

@@ -49,7 +49,7 @@ func TestResync(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
-			g := r.hold("p", podworkertest.HookSyncPod)
+			g := r.hold("p", podworker.HookSyncPod)
 			r.update(podworker.SyncPodCreate, p)
 			r.entered(g)
 			for range 3 {
@@ -64,7 +64,7 @@ func TestResync(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
-			g := r.hold("p", podworkertest.HookSyncPod)
+			g := r.hold("p", podworker.HookSyncPod)
 			r.update(podworker.SyncPodCreate, p)
 			r.entered(g)
 			p2 := p.DeepCopy()
@@ -80,7 +80,7 @@ func TestResync(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{BackOff: time.Hour})
 			p := mkPod("p")
-			r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom})
+			r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: errBoom})
 			r.update(podworker.SyncPodCreate, p)
 			r.settle()
 			require.Equal(t, "sync:create=error", r.trace("p"))
@@ -94,7 +94,7 @@ func TestResync(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{BackOff: time.Hour})
 			p := mkPod("p")
 			r.started(p)
-			r.f.Next("p", podworkertest.HookSyncTerminatedPod, podworkertest.Result{Err: errBoom})
+			r.f.Next("p", podworker.HookSyncTerminatedPod, podworkertest.Result{Err: errBoom})
 			r.kill(p, nil)
 			r.settle()
 			require.Equal(t, "sync:create kill(30) terminated=error", r.trace("p"))

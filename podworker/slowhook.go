@@ -1,9 +1,6 @@
 package podworker
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // A hook must return promptly once its context is cancelled: KillPod,
 // shorter grace periods and Run's shutdown wait for it. One that does not
@@ -19,7 +16,7 @@ const maxListedHooks = 20
 func (w *PodWorkers[T]) reportSlow(slow []slowHook) {
 	for _, h := range slow {
 		if h.first {
-			w.m.metrics.slowHooks.Inc()
+			w.metrics.slowHooks.Inc()
 		}
 		w.log.Info("A pod hook is still running after its context was cancelled; hooks must return promptly once ctx is done (KillPod, shorter grace periods and Run's shutdown wait for them)",
 			"podUID", h.uid, "pod", h.fullName, "hook", h.hook.String(), "cancelledFor", h.cancelled)
@@ -29,7 +26,7 @@ func (w *PodWorkers[T]) reportSlow(slow []slowHook) {
 // drain waits for every worker goroutine to return. While it waits it
 // logs, every SlowHookWarning, which hooks are still running.
 func (w *PodWorkers[T]) drain() {
-	every := w.m.slowWarning
+	every := w.m.cfg.slowWarning
 	if every <= 0 {
 		w.wg.Wait()
 		return
@@ -56,18 +53,8 @@ func (w *PodWorkers[T]) drain() {
 
 // logWaiting logs the hooks Run's shutdown still waits for.
 func (w *PodWorkers[T]) logWaiting(waited time.Duration) {
-	var hooks []string
-	n := 0
 	w.mu.Lock()
-	for _, r := range w.m.records {
-		if !r.has(fRunning) {
-			continue
-		}
-		n++
-		if len(hooks) < maxListedHooks {
-			hooks = append(hooks, fmt.Sprintf("%s %s (%s)", r.hook, r.fullName, r.uid))
-		}
-	}
+	hooks, n := w.m.runningHooks(maxListedHooks)
 	w.mu.Unlock()
 	w.log.Info("Run is shutting down and still waits for pod hooks to return after their contexts were cancelled",
 		"waited", waited, "running", n, "hooks", hooks)

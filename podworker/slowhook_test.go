@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podkit/podkit/podworker"
-	"github.com/podkit/podkit/podworker/podworkertest"
 )
 
 const slowMsg = "A pod hook is still running after its context was cancelled"
@@ -25,7 +24,7 @@ func TestSlowHookWarning(t *testing.T) {
 			metrics := newFakeMetrics()
 			r := startRig(t, podworker.Options[struct{}]{Logger: logs.logger(), Metrics: metrics})
 			p := mkPod("p")
-			g := r.f.HoldUncancelable("p", podworkertest.HookSyncPod)
+			g := r.f.HoldUncancelable("p", podworker.HookSyncPod)
 			t.Cleanup(g.Release) // before the engine stops, should the test fail
 			r.update(podworker.SyncPodCreate, p)
 			r.entered(g)
@@ -69,7 +68,7 @@ func TestSlowHookWarning(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{Logger: logs.logger(), SlowHookWarning: 10 * time.Second})
 			p := mkPod("p")
 			r.started(p)
-			g := r.f.HoldUncancelable("p", podworkertest.HookSyncTerminatingPod)
+			g := r.f.HoldUncancelable("p", podworker.HookSyncTerminatingPod)
 			t.Cleanup(g.Release) // before the engine stops, should the test fail
 			r.kill(p, nil)
 			r.entered(g)
@@ -89,7 +88,7 @@ func TestSlowHookWarning(t *testing.T) {
 			metrics := newFakeMetrics()
 			r := startRig(t, podworker.Options[struct{}]{Logger: logs.logger(), Metrics: metrics})
 			p := mkPod("p")
-			g := r.hold("p", podworkertest.HookSyncPod)
+			g := r.hold("p", podworker.HookSyncPod)
 			r.update(podworker.SyncPodCreate, p)
 			r.entered(g)
 			r.kill(p, nil)
@@ -104,7 +103,7 @@ func TestSlowHookWarning(t *testing.T) {
 			var logs logSink
 			r := startRig(t, podworker.Options[struct{}]{Logger: logs.logger(), SlowHookWarning: -1})
 			p := mkPod("p")
-			g := r.f.HoldUncancelable("p", podworkertest.HookSyncPod)
+			g := r.f.HoldUncancelable("p", podworker.HookSyncPod)
 			t.Cleanup(g.Release) // before the engine stops, should the test fail
 			r.update(podworker.SyncPodCreate, p)
 			r.entered(g)
@@ -130,7 +129,7 @@ func TestRunNamesTheHooksItWaitsFor(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- r.w.Run(ctx) }()
 		p := mkPod("p")
-		g := r.f.HoldUncancelable("p", podworkertest.HookSyncPod)
+		g := r.f.HoldUncancelable("p", podworker.HookSyncPod)
 		t.Cleanup(g.Release) // before the engine stops, should the test fail
 		r.update(podworker.SyncPodCreate, p)
 		r.entered(g)

@@ -45,38 +45,41 @@ func (t UpdateType) String() string {
 
 func (t UpdateType) valid() bool { return t >= SyncPodSync && t <= SyncPodKill }
 
-// State is the kind of work a pod worker does next: set the pod up, stop its
-// containers, or clean up after it. It is the coarse view; Stage is the
-// fine one.
-type State int
+// Hook names one hook of a PodSyncer or RuntimePodSyncer. The engine's
+// logs, its metrics and podworkertest's recordings name hooks with it.
+type Hook int
 
 const (
-	// Syncing: the pod may be started and kept running (SyncPod).
-	Syncing State = iota
-	// Terminating: the pod's containers are being stopped
-	// (SyncTerminatingPod). No SyncPod runs again for this UID.
-	Terminating
-	// Terminated: no container of the pod runs any more; its resources are
-	// being cleaned up (SyncTerminatedPod).
-	Terminated
+	// HookSyncPod is PodSyncer.SyncPod.
+	HookSyncPod Hook = iota + 1
+	// HookSyncTerminatingPod is PodSyncer.SyncTerminatingPod.
+	HookSyncTerminatingPod
+	// HookSyncTerminatedPod is PodSyncer.SyncTerminatedPod.
+	HookSyncTerminatedPod
+	// HookSyncTerminatingRuntimePod is RuntimePodSyncer.SyncTerminatingRuntimePod.
+	HookSyncTerminatingRuntimePod
 )
 
-// String returns "sync", "terminating" or "terminated".
-func (s State) String() string {
-	switch s {
-	case Syncing:
-		return "sync"
-	case Terminating:
-		return "terminating"
-	case Terminated:
-		return "terminated"
+var hookNames = [...]string{"", "SyncPod", "SyncTerminatingPod", "SyncTerminatedPod", "SyncTerminatingRuntimePod"}
+
+// String returns the hook's method name, e.g. "SyncTerminatingPod".
+func (h Hook) String() string {
+	if h > 0 && int(h) < len(hookNames) {
+		return hookNames[h]
 	}
-	return fmt.Sprintf("State(%d)", int(s))
+	return fmt.Sprintf("Hook(%d)", int(h))
 }
 
-// Stage is the precise position of a pod worker in its lifecycle. Stages
-// only ever move forward for one UID; a UID whose worker was removed is
-// StageAbsent again and starts over if it is updated.
+// Stage is the position of a pod worker in its lifecycle: the one concept
+// of where a pod stands (there is no coarser "state"). Stages only ever
+// move forward for one UID; a UID whose worker was removed is StageAbsent
+// again and starts over if it is updated.
+//
+// The kubelet's three work types are ranges of stages: its SyncPod work is
+// StageNotStarted and StageSyncing (the next hook is SyncPod), its
+// TerminatingPod work is StageTerminationRequested and StageTerminating
+// (SyncTerminatingPod), its TerminatedPod work is StageTerminated and
+// StageFinished (SyncTerminatedPod, then nothing).
 type Stage int
 
 const (
@@ -295,14 +298,15 @@ type StoppedChecker[T any] interface {
 	NothingRunning(status T) bool
 }
 
-// PodWorkerSync is what SyncKnownPods reports for each worker it keeps.
-type PodWorkerSync struct {
-	// State is the worker's current work (Terminated for finished workers).
-	State State
+// WorkerReport is what SyncKnownPods reports for each worker it keeps.
+type WorkerReport struct {
+	// Stage is where the worker stands.
+	Stage Stage
 	// Orphan is true when the UID was not among the desired pods.
 	Orphan bool
 	// HasConfig is true when the worker knows a Pod (false for pods known
-	// only from the runtime).
+	// only from the runtime; true for a static pod that never started,
+	// decision D13).
 	HasConfig bool
 	// Static is true when the worker's pod is a static pod.
 	Static bool
@@ -314,7 +318,6 @@ type PodInfo struct {
 	UID types.UID
 	// FullName is "name_namespace", fixed when the worker was created.
 	FullName string
-	State    State
 	Stage    Stage
 	// Started is true once SyncPod was allowed to run (or a non-static pod
 	// was admitted straight to termination).

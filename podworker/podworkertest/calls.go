@@ -20,15 +20,15 @@ type Call[T any] struct {
 	// starting at 1.
 	Seq int
 	// Hook is the hook that was called.
-	Hook Hook
-	// UID is the pod's UID (the RuntimePod's for HookSyncTerminatingRuntimePod).
+	Hook podworker.Hook
+	// UID is the pod's UID (the RuntimePod's for podworker.HookSyncTerminatingRuntimePod).
 	UID types.UID
 	// UpdateType is SyncPod's update type; zero for other hooks.
 	UpdateType podworker.UpdateType
 	// Pod and MirrorPod are the hook's pod arguments (MirrorPod only for
-	// SyncPod; both nil for HookSyncTerminatingRuntimePod).
+	// SyncPod; both nil for podworker.HookSyncTerminatingRuntimePod).
 	Pod, MirrorPod *v1.Pod
-	// RuntimePod is the argument of HookSyncTerminatingRuntimePod.
+	// RuntimePod is the argument of podworker.HookSyncTerminatingRuntimePod.
 	RuntimePod podworker.RuntimePod
 	// GracePeriod is SyncTerminatingPod's grace period in seconds; zero for
 	// other hooks.
@@ -56,13 +56,13 @@ type Call[T any] struct {
 func (c *Call[T]) token() string {
 	var s string
 	switch c.Hook {
-	case HookSyncPod:
+	case podworker.HookSyncPod:
 		s = "sync:" + c.UpdateType.String()
-	case HookSyncTerminatingPod:
+	case podworker.HookSyncTerminatingPod:
 		s = fmt.Sprintf("kill(%d)", c.GracePeriod)
-	case HookSyncTerminatedPod:
+	case podworker.HookSyncTerminatedPod:
 		s = "terminated"
-	case HookSyncTerminatingRuntimePod:
+	case podworker.HookSyncTerminatingRuntimePod:
 		s = "kill-runtime"
 	default:
 		s = c.Hook.String()
@@ -110,7 +110,7 @@ func (f *FakeSyncer[T]) CallsFor(uid types.UID) []Call[T] {
 
 // Count returns how many calls of hook were received for uid (AnyUID: for
 // every UID).
-func (f *FakeSyncer[T]) Count(uid types.UID, hook Hook) int {
+func (f *FakeSyncer[T]) Count(uid types.UID, hook podworker.Hook) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0

@@ -45,7 +45,7 @@ func ExampleFakeSyncer_Hold() {
 	go func() { _ = w.Run(ctx) }()
 
 	pod := podworkertest.NewPod("uid-1", "default", "web")
-	gate := f.Hold(pod.UID, podworkertest.HookSyncTerminatingPod)
+	gate := f.Hold(pod.UID, podworker.HookSyncTerminatingPod)
 	_ = w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod})
 	_ = gate.Wait(ctx) // SyncTerminatingPod is running, and stays so
 	fmt.Println("could have running containers:", w.CouldHaveRunningContainers(pod.UID))

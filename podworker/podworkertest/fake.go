@@ -3,7 +3,6 @@ package podworkertest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -13,35 +12,6 @@ import (
 
 	"github.com/podkit/podkit/podworker"
 )
-
-// Hook names one hook of podworker.PodSyncer or podworker.RuntimePodSyncer.
-type Hook int
-
-const (
-	// HookSyncPod is PodSyncer.SyncPod.
-	HookSyncPod Hook = iota + 1
-	// HookSyncTerminatingPod is PodSyncer.SyncTerminatingPod.
-	HookSyncTerminatingPod
-	// HookSyncTerminatedPod is PodSyncer.SyncTerminatedPod.
-	HookSyncTerminatedPod
-	// HookSyncTerminatingRuntimePod is RuntimePodSyncer.SyncTerminatingRuntimePod.
-	HookSyncTerminatingRuntimePod
-)
-
-// String returns the hook's method name, e.g. "SyncTerminatingPod".
-func (h Hook) String() string {
-	switch h {
-	case HookSyncPod:
-		return "SyncPod"
-	case HookSyncTerminatingPod:
-		return "SyncTerminatingPod"
-	case HookSyncTerminatedPod:
-		return "SyncTerminatedPod"
-	case HookSyncTerminatingRuntimePod:
-		return "SyncTerminatingRuntimePod"
-	}
-	return fmt.Sprintf("Hook(%d)", int(h))
-}
 
 // AnyUID, given to FakeSyncer.Next, Always or Hold in place of a UID, matches
 // every UID that has no script or gate of its own.
@@ -62,7 +32,7 @@ type Result struct {
 
 type scriptKey struct {
 	uid  types.UID
-	hook Hook
+	hook podworker.Hook
 }
 
 // FakeSyncer is a podworker.PodSyncer[T] and podworker.RuntimePodSyncer for
@@ -136,7 +106,7 @@ var ErrNoRuntimePodSyncer = errors.New("podworkertest: the delegate does not imp
 // Next queues results for the next calls of hook for uid, one result per
 // call, in order. Queued results are used before an Always result. uid may
 // be AnyUID, whose queue serves UIDs that have none of their own.
-func (f *FakeSyncer[T]) Next(uid types.UID, hook Hook, results ...Result) {
+func (f *FakeSyncer[T]) Next(uid types.UID, hook podworker.Hook, results ...Result) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.next == nil {
@@ -149,7 +119,7 @@ func (f *FakeSyncer[T]) Next(uid types.UID, hook Hook, results ...Result) {
 // Always makes every call of hook for uid return r once the calls queued
 // with Next are used up. uid may be AnyUID. Always(uid, hook, Result{})
 // makes the calls succeed (for a spy: without calling its Delegate).
-func (f *FakeSyncer[T]) Always(uid types.UID, hook Hook, r Result) {
+func (f *FakeSyncer[T]) Always(uid types.UID, hook podworker.Hook, r Result) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.always == nil {
@@ -164,18 +134,18 @@ func (f *FakeSyncer[T]) Always(uid types.UID, hook Hook, r Result) {
 // scripted result; if the hook's ctx ends first, the call returns ctx.Err()
 // at once, as a well-behaved hook does (its scripted result is left for the
 // next call). Several Holds on one uid and hook gate successive calls.
-func (f *FakeSyncer[T]) Hold(uid types.UID, hook Hook) *Gate {
+func (f *FakeSyncer[T]) Hold(uid types.UID, hook podworker.Hook) *Gate {
 	return f.hold(uid, hook, false)
 }
 
 // HoldUncancelable is Hold for a hook that ignores its ctx: the call blocks
 // until Release even when its ctx ends. Use it to check that the engine
 // waits for hooks that do not honour cancellation.
-func (f *FakeSyncer[T]) HoldUncancelable(uid types.UID, hook Hook) *Gate {
+func (f *FakeSyncer[T]) HoldUncancelable(uid types.UID, hook podworker.Hook) *Gate {
 	return f.hold(uid, hook, true)
 }
 
-func (f *FakeSyncer[T]) hold(uid types.UID, hook Hook, ignoreCtx bool) *Gate {
+func (f *FakeSyncer[T]) hold(uid types.UID, hook podworker.Hook, ignoreCtx bool) *Gate {
 	g := &Gate{
 		entered:   make(chan struct{}),
 		release:   make(chan struct{}),
@@ -194,7 +164,7 @@ func (f *FakeSyncer[T]) hold(uid types.UID, hook Hook, ignoreCtx bool) *Gate {
 
 // SyncPod implements podworker.PodSyncer.
 func (f *FakeSyncer[T]) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod, mirrorPod *v1.Pod, status T) (bool, error) {
-	r := f.do(ctx, &Call[T]{Hook: HookSyncPod, UID: pod.UID, UpdateType: updateType, Pod: pod, MirrorPod: mirrorPod, Status: status}, func(d podworker.PodSyncer[T]) (bool, error) {
+	r := f.do(ctx, &Call[T]{Hook: podworker.HookSyncPod, UID: pod.UID, UpdateType: updateType, Pod: pod, MirrorPod: mirrorPod, Status: status}, func(d podworker.PodSyncer[T]) (bool, error) {
 		return d.SyncPod(ctx, updateType, pod, mirrorPod, status)
 	})
 	return r.Terminal, r.Err
@@ -202,21 +172,21 @@ func (f *FakeSyncer[T]) SyncPod(ctx context.Context, updateType podworker.Update
 
 // SyncTerminatingPod implements podworker.PodSyncer.
 func (f *FakeSyncer[T]) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status T, gracePeriod int64, podStatusFn func(*v1.PodStatus)) error {
-	return f.do(ctx, &Call[T]{Hook: HookSyncTerminatingPod, UID: pod.UID, Pod: pod, Status: status, GracePeriod: gracePeriod, PodStatusFunc: podStatusFn}, func(d podworker.PodSyncer[T]) (bool, error) {
+	return f.do(ctx, &Call[T]{Hook: podworker.HookSyncTerminatingPod, UID: pod.UID, Pod: pod, Status: status, GracePeriod: gracePeriod, PodStatusFunc: podStatusFn}, func(d podworker.PodSyncer[T]) (bool, error) {
 		return false, d.SyncTerminatingPod(ctx, pod, status, gracePeriod, podStatusFn)
 	}).Err
 }
 
 // SyncTerminatedPod implements podworker.PodSyncer.
 func (f *FakeSyncer[T]) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status T) error {
-	return f.do(ctx, &Call[T]{Hook: HookSyncTerminatedPod, UID: pod.UID, Pod: pod, Status: status}, func(d podworker.PodSyncer[T]) (bool, error) {
+	return f.do(ctx, &Call[T]{Hook: podworker.HookSyncTerminatedPod, UID: pod.UID, Pod: pod, Status: status}, func(d podworker.PodSyncer[T]) (bool, error) {
 		return false, d.SyncTerminatedPod(ctx, pod, status)
 	}).Err
 }
 
 // SyncTerminatingRuntimePod implements podworker.RuntimePodSyncer.
 func (f *FakeSyncer[T]) SyncTerminatingRuntimePod(ctx context.Context, pod podworker.RuntimePod) error {
-	return f.do(ctx, &Call[T]{Hook: HookSyncTerminatingRuntimePod, UID: pod.UID, RuntimePod: pod}, func(d podworker.PodSyncer[T]) (bool, error) {
+	return f.do(ctx, &Call[T]{Hook: podworker.HookSyncTerminatingRuntimePod, UID: pod.UID, RuntimePod: pod}, func(d podworker.PodSyncer[T]) (bool, error) {
 		rs, ok := d.(podworker.RuntimePodSyncer)
 		if !ok {
 			return false, ErrNoRuntimePodSyncer
@@ -297,7 +267,7 @@ func (f *FakeSyncer[T]) exit(c *Call[T], g *Gate, r Result, ctx context.Context)
 }
 
 // takeLocked pops the first gate for (uid, hook), falling back to AnyUID.
-func (f *FakeSyncer[T]) takeLocked(m map[scriptKey][]*Gate, uid types.UID, hook Hook) *Gate {
+func (f *FakeSyncer[T]) takeLocked(m map[scriptKey][]*Gate, uid types.UID, hook podworker.Hook) *Gate {
 	for _, k := range []scriptKey{{uid, hook}, {AnyUID, hook}} {
 		if q := m[k]; len(q) > 0 {
 			if len(q) == 1 {
@@ -314,7 +284,7 @@ func (f *FakeSyncer[T]) takeLocked(m map[scriptKey][]*Gate, uid types.UID, hook 
 // result picks the scripted result of a call: the uid's queue, AnyUID's
 // queue, the uid's Always, AnyUID's Always; scripted is false when none
 // applies (the call succeeds, or goes to the Delegate).
-func (f *FakeSyncer[T]) result(uid types.UID, hook Hook) (r Result, scripted bool) {
+func (f *FakeSyncer[T]) result(uid types.UID, hook podworker.Hook) (r Result, scripted bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, k := range []scriptKey{{uid, hook}, {AnyUID, hook}} {

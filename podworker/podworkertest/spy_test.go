@@ -77,7 +77,7 @@ func TestSpySyncerDelegatesAndRecords(t *testing.T) {
 func TestSpySyncerScriptReplacesTheDelegate(t *testing.T) {
 	real := &realSyncer{}
 	spy := podworkertest.NewSpySyncer[string](real.funcs())
-	spy.Next("u1", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom})
+	spy.Next("u1", podworker.HookSyncPod, podworkertest.Result{Err: errBoom})
 	pod := podworkertest.NewPod("u1", "ns", "a")
 
 	_, err := spy.SyncPod(context.Background(), podworker.SyncPodCreate, pod, nil, "")
@@ -92,7 +92,7 @@ func TestSpySyncerHoldsBeforeTheDelegate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		real := &realSyncer{}
 		spy := podworkertest.NewSpySyncer[string](real.funcs())
-		g := spy.Hold("u1", podworkertest.HookSyncPod)
+		g := spy.Hold("u1", podworker.HookSyncPod)
 		pod := podworkertest.NewPod("u1", "ns", "a")
 		go func() { _, _ = spy.SyncPod(context.Background(), podworker.SyncPodCreate, pod, nil, "") }()
 		synctest.Wait()
@@ -137,7 +137,7 @@ func TestSpySyncerUnderTheEngine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		real := &realSyncer{}
 		spy := podworkertest.NewSpySyncer[string](real.funcs())
-		spy.Next("u1", podworkertest.HookSyncTerminatingPod, podworkertest.Result{})
+		spy.Next("u1", podworker.HookSyncTerminatingPod, podworkertest.Result{})
 		w, err := podworker.New[string](spy, podworker.Options[string]{ResyncInterval: -1})
 		require.NoError(t, err)
 		podworkertest.Start(t, w)

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -51,6 +52,6 @@ func NewPod(uid types.UID, namespace, name string) *v1.Pod {
 // static pod of a full name run at a time.
 func NewStaticPod(uid types.UID, namespace, name string) *v1.Pod {
 	pod := NewPod(uid, namespace, name)
-	pod.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
+	pod.Annotations = map[string]string{mirror.ConfigSourceAnnotationKey: mirror.FileSource}
 	return pod
 }
