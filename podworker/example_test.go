@@ -131,9 +131,11 @@ func ExampleRetryAfter() {
 // the later create is a restart request, and the UID starts over once
 // housekeeping (SyncKnownPods) has forgotten its finished worker.
 func ExamplePodWorkers_KillPod_beforeCreate() {
+	synced := make(chan struct{}, 1)
 	syncer := podworker.PodSyncerFuncs[struct{}]{
 		SyncPodFunc: func(_ context.Context, ut podworker.UpdateType, pod, _ *v1.Pod, _ struct{}) (bool, error) {
 			fmt.Println("SyncPod", ut, pod.Name)
+			synced <- struct{}{}
 			return false, nil
 		},
 	}
@@ -157,9 +159,8 @@ func ExamplePodWorkers_KillPod_beforeCreate() {
 	if err := w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod}); err != nil {
 		fmt.Println("create:", err)
 	}
-	info, _, _ = w.WaitFor(ctx, pod.UID, func(info podworker.PodInfo, ok bool) bool {
-		return ok && !info.LastSyncTime.IsZero() // its first SyncPod returned
-	})
+	<-synced
+	info, _ = w.Pod(pod.UID)
 	fmt.Println("after starting over:", info.Stage)
 	// Output:
 	// after the create: finished restart requested: true

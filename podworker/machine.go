@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/podkit/podkit/internal/jitter"
 	"github.com/podkit/podkit/internal/timerheap"
 )
 
@@ -66,6 +67,9 @@ type machineConfig struct {
 	slowWarning time.Duration
 	// stampUpdates fills in an update's missing StartTime (latency metrics).
 	stampUpdates bool
+	// jitter spreads a retry or resync delay (jitter.Up by half, unless a
+	// test wants the delays exact).
+	jitter func(time.Duration) time.Duration
 	// hookValues gives the context a record's hooks get its values. It is
 	// called while the driver's lock is held, when a record first needs a
 	// context and after each cancellation; name gives the pod's full name
@@ -77,6 +81,9 @@ type machineConfig struct {
 type podNamer interface{ fullNameOf() string }
 
 func newMachine(cfg machineConfig) *machine {
+	if cfg.jitter == nil {
+		cfg.jitter = func(d time.Duration) time.Duration { return jitter.Up(d, 0.5) }
+	}
 	return &machine{
 		cfg:       cfg,
 		records:   map[types.UID]*record{},
@@ -120,6 +127,9 @@ type effects struct {
 	cancels smallBuf[*hookCtx]
 	// slow are hooks still running after their context was cancelled.
 	slow []slowHook
+	// returned is the UID whose hook returned (complete), "" if none: its
+	// snapshot changed even when its stage did not.
+	returned types.UID
 	// ready: a ready queue gained work; a worker should take it.
 	ready bool
 	// wake: the delay heap's first due time moved earlier; the timer loop

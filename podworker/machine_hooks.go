@@ -7,7 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/podkit/podkit/internal/jitter"
 	"github.com/podkit/podkit/mirror"
 )
 
@@ -153,6 +152,7 @@ func (m *machine) complete(c *hookCall, terminal bool, err error, fx *effects) {
 	}
 	r.lastSync = m.now()
 	r.flags |= fSynced
+	fx.returned = r.uid
 	if err != nil {
 		r.lastErr = err
 		if r.failures < math.MaxUint32 {
@@ -182,7 +182,7 @@ func (m *machine) complete(c *hookCall, terminal bool, err error, fx *effects) {
 			} else {
 				r.backoff = min(2*r.backoff, tick(m.cfg.maxBackOff))
 			}
-			d = jitter.Up(time.Duration(r.backoff), 0.5)
+			d = m.cfg.jitter(time.Duration(r.backoff))
 		}
 		m.delay(r, m.now()+tick(d), fx)
 		return
@@ -205,7 +205,7 @@ func (m *machine) complete(c *hookCall, terminal bool, err error, fx *effects) {
 		if r.has(fHasPending) {
 			m.makeReady(r, fx)
 		} else if m.cfg.resync > 0 {
-			m.delay(r, m.now()+tick(jitter.Up(m.cfg.resync, 0.5)), fx)
+			m.delay(r, m.now()+tick(m.cfg.jitter(m.cfg.resync)), fx)
 		}
 	case HookSyncTerminatingRuntimePod:
 		// Nothing else to clean up for a pod known only from the runtime:

@@ -111,6 +111,10 @@ func (m *machine) update(u update, k killRequest, fx *effects) {
 	if r.has(fHasPending) && r.pending.startTime != 0 && (u.startTime == 0 || r.pending.startTime < u.startTime) {
 		u.startTime = r.pending.startTime
 	}
+	if u.mirror == nil && r.has(fHasPending) {
+		// A mirror pod, once given, is kept: also through coalescing.
+		u.mirror = r.pending.mirror
+	}
 	r.pending = u
 	r.flags |= fHasPending
 	m.makeReady(r, fx)

@@ -72,6 +72,18 @@ func (o *observers) moved(t Transition) {
 	}
 }
 
+// wake tells uid's waiters that its snapshot changed; it never blocks.
+func (o *observers) wake(uid types.UID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, ch := range o.waiters[uid] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func (o *observers) add(s *Subscription) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -170,8 +182,10 @@ func (w *PodWorkers[T]) WaitForStage(ctx context.Context, uid types.UID, stage S
 
 // WaitFor blocks until cond holds for the worker of uid, and returns the
 // snapshot it held for; ok is false when the engine had no worker for uid.
-// cond is called from WaitFor's goroutine, at once and after each stage
-// change of uid, without the engine's lock. Stages can pass quickly, so
+// cond is called from WaitFor's goroutine, at once, after each stage
+// change of uid and after each return of one of its hooks (so a cond on
+// LastSyncTime or LastSyncError works), without the engine's lock. Stages
+// can pass quickly, so
 // write cond as a threshold (for example info.Stage >= StageTerminated)
 // rather than an equality. WaitFor returns ctx.Err() when ctx ends and
 // ErrStopped when the engine stops first.

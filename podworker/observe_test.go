@@ -290,3 +290,30 @@ func TestWaitForStage(t *testing.T) {
 		require.ErrorIs(t, err, podworker.ErrStopped)
 	})
 }
+
+// WaitFor wakes when a hook returns, even when the stage stays: a
+// condition on the sync outcome is met.
+func TestWaitForWakesWhenAHookReturns(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		r := startRig(t, podworker.Options[struct{}]{})
+		p := mkPod("p")
+		r.started(p)
+		before := r.info("p").LastSyncTime
+		g := r.hold("p", podworker.HookSyncPod)
+		require.True(t, r.w.Resync("p"))
+		r.entered(g)
+		got := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, _, err := r.w.WaitFor(ctx, "p", func(info podworker.PodInfo, ok bool) bool {
+				return ok && info.LastSyncTime.After(before)
+			})
+			got <- err
+		}()
+		time.Sleep(time.Second)
+		g.Release()
+		require.NoError(t, <-got, "the waiter saw the hook return")
+		assert.Equal(t, podworker.StageSyncing, r.info("p").Stage, "with no stage change")
+	})
+}

@@ -46,6 +46,9 @@ func (w *PodWorkers[T]) commitLocked(fx *effects, poppers int) {
 			}
 		}
 	}
+	if fx.returned != "" && w.obs.listening() {
+		w.obs.wake(fx.returned)
+	}
 	if fx.ready {
 		w.spawnLocked(poppers)
 	}

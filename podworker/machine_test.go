@@ -1,0 +1,519 @@
+package podworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/podkit/podkit/mirror"
+)
+
+// TestMachine drives the state machine alone — no goroutine, no lock, no
+// hook — through the interaction scripts in testdata/*.txt, in the manner
+// of etcd raft's interaction tests. Each command is one call of the
+// machine (or a step of the fake clock); its output is every effect the
+// call returned, in order, so the scripts read as the engine's behaviour
+// step by step. Run with -rewrite to regenerate the expected output after
+// an intended change, and read the diff.
+//
+// The commands (pods are named by their UID, in namespace "ns"):
+//
+//	config [resync=D] [backoff=D] [max-backoff=D] [slow-warning=D]
+//	    a new machine (defaults 1m, 1s, 20s, 1m; jitter off)
+//	create|update|sync P [static=NAME] [phase=Succeeded|Failed]
+//	    [deleted=GRACE] [grace=SPEC] [mirror]
+//	    UpdatePod with a new version of P (static: a static pod named NAME)
+//	kill P [grace=N] [evict] [ch=NAME]... [status-fn] [static=NAME]
+//	    a SyncPodKill update (ch: a CompletedCh the script names)
+//	kill-runtime P    a kill of a pod known only from the runtime
+//	resync P          Resync
+//	next              a worker takes the next hook call
+//	run               next and done, until nothing is ready
+//	done P [err[=canceled|panic|network]] [terminal] [retry-after=D]
+//	    P's running hook returns
+//	observe P         P's running hook listens to its context (Done)
+//	tick D            the clock moves on D; due timers fire
+//	sync-known P...   SyncKnownPods with the desired pods
+//	window P          the window's answers for P
+//	info P            P's snapshot
+//	detach P ch=NAME  a KillPod gave up waiting
+//	shutdown          Run shuts down
+func TestMachine(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		e := newMachineEnv(t, machineEnvConfig{})
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return e.handle(t, d)
+		})
+	})
+}
+
+var machineEpoch = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+
+type machineEnvConfig struct {
+	resync, backOff, maxBackOff, slowWarning time.Duration
+}
+
+// machineEnv is the world around one machine: its clock, the pods it was
+// given, the hook calls it handed out, and names for channels.
+type machineEnv struct {
+	clock   *testingclock.FakeClock
+	m       *machine
+	pods    map[string]*v1.Pod
+	version int
+	running map[string]hookCall
+	chans   map[string]chan struct{}
+	ctxs    map[*hookCtx]string
+}
+
+func newMachineEnv(t *testing.T, c machineEnvConfig) *machineEnv {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.resync, time.Minute)
+	def(&c.backOff, time.Second)
+	def(&c.maxBackOff, 20*time.Second)
+	def(&c.slowWarning, time.Minute)
+	e := &machineEnv{
+		clock:   testingclock.NewFakeClock(machineEpoch),
+		pods:    map[string]*v1.Pod{},
+		running: map[string]hookCall{},
+		chans:   map[string]chan struct{}{},
+		ctxs:    map[*hookCtx]string{},
+	}
+	e.m = newMachine(machineConfig{
+		clock:       e.clock,
+		resync:      c.resync,
+		backOff:     c.backOff,
+		maxBackOff:  c.maxBackOff,
+		slowWarning: c.slowWarning,
+		jitter:      func(d time.Duration) time.Duration { return d },
+		hookValues:  func(types.UID, podNamer) context.Context { return context.Background() },
+	})
+	return e
+}
+
+func (e *machineEnv) handle(t *testing.T, d *datadriven.TestData) string {
+	var fx effects
+	var out strings.Builder
+	switch d.Cmd {
+	case "config":
+		var c machineEnvConfig
+		for _, a := range d.CmdArgs {
+			v := durationArg(t, d, a)
+			switch a.Key {
+			case "resync":
+				c.resync = v
+			case "backoff":
+				c.backOff = v
+			case "max-backoff":
+				c.maxBackOff = v
+			case "slow-warning":
+				c.slowWarning = v
+			default:
+				d.Fatalf(t, "unknown config %q", a.Key)
+			}
+		}
+		*e = *newMachineEnv(t, c)
+		return "ok"
+	case "create", "update", "sync":
+		ut := map[string]UpdateType{"create": SyncPodCreate, "update": SyncPodUpdate, "sync": SyncPodSync}[d.Cmd]
+		pod := e.newPod(t, d)
+		u := update{updateType: ut, pod: pod}
+		if d.HasArg("mirror") {
+			mp := pod.DeepCopy()
+			mp.UID = pod.UID + "-mirror"
+			u.mirror = mp
+		}
+		e.m.update(u, killRequest{}, &fx)
+	case "kill":
+		name := e.name(t, d)
+		pod := e.pods[name]
+		if pod == nil {
+			pod = e.newPod(t, d)
+		}
+		var k killRequest
+		for _, a := range d.CmdArgs[1:] {
+			switch a.Key {
+			case "static":
+			case "grace":
+				g, err := strconv.ParseInt(a.SingleVal(t), 10, 64)
+				if err != nil {
+					d.Fatalf(t, "grace: %v", err)
+				}
+				k.override = &g
+			case "evict":
+				k.evict = true
+			case "ch":
+				ch := make(chan struct{})
+				e.chans[a.SingleVal(t)] = ch
+				if k.chans[0] == nil {
+					k.chans[0] = ch
+				} else {
+					k.chans[1] = ch
+				}
+			case "status-fn":
+				k.statusFn = func(*v1.PodStatus) {}
+			default:
+				d.Fatalf(t, "unknown kill argument %q", a.Key)
+			}
+		}
+		e.m.update(update{updateType: SyncPodKill, pod: pod}, k, &fx)
+	case "kill-runtime":
+		name := e.name(t, d)
+		rp := &RuntimePod{UID: types.UID(name), Namespace: "ns", Name: name}
+		if p := e.pods[name]; p != nil {
+			rp.Name = p.Name
+		}
+		e.m.update(update{updateType: SyncPodKill, runningPod: rp}, killRequest{}, &fx)
+	case "resync":
+		if !e.m.nudge(types.UID(e.name(t, d)), &fx) {
+			out.WriteString("refused\n")
+		}
+	case "next":
+		e.next(&out, &fx)
+	case "run":
+		for steps := 0; ; steps++ {
+			if steps > 100 {
+				d.Fatalf(t, "run did not settle in 100 hook calls")
+			}
+			var step effects
+			c, ok := e.m.next(&step)
+			if ok {
+				e.printCall(&out, c)
+			}
+			e.print(&out, &step)
+			if !ok {
+				break
+			}
+			step = effects{}
+			e.m.complete(&c, false, nil, &step)
+			e.print(&out, &step)
+		}
+		return e.result(&out)
+	case "done":
+		name := e.name(t, d)
+		c, ok := e.running[name]
+		if !ok {
+			d.Fatalf(t, "no hook of %s runs", name)
+		}
+		delete(e.running, name)
+		var err error
+		terminal := false
+		for _, a := range d.CmdArgs[1:] {
+			switch a.Key {
+			case "err":
+				err = errors.New("hook failed")
+				if len(a.Vals) > 0 {
+					switch v := a.SingleVal(t); v {
+					case "canceled":
+						err = context.Canceled
+					case "panic":
+						err = &panicError{value: "boom"}
+					case "network":
+						err = errors.New("network is not ready: cni plugin not initialized")
+					default:
+						d.Fatalf(t, "unknown error %q (canceled, panic, network)", v)
+					}
+				}
+			case "terminal":
+				terminal = true
+			case "retry-after":
+				err = RetryAfter(errors.New("not yet"), durationArg(t, d, a))
+			default:
+				d.Fatalf(t, "unknown done argument %q", a.Key)
+			}
+		}
+		e.m.complete(&c, terminal, err, &fx)
+	case "observe":
+		c, ok := e.running[e.name(t, d)]
+		if !ok {
+			d.Fatalf(t, "no hook of %s runs", e.name(t, d))
+		}
+		c.ctx.Done()
+		return "ok"
+	case "tick":
+		if len(d.CmdArgs) != 1 {
+			d.Fatalf(t, "tick takes a duration")
+		}
+		e.clock.Step(durationArg(t, d, d.CmdArgs[0]))
+		next, ok := e.m.fireDue(&fx)
+		e.print(&out, &fx)
+		if ok {
+			fmt.Fprintf(&out, "next due %s\n", e.at(next))
+		} else {
+			out.WriteString("nothing due\n")
+		}
+		return e.result(&out)
+	case "sync-known":
+		desired := map[types.UID]struct{}{}
+		for _, a := range d.CmdArgs {
+			desired[types.UID(a.Key)] = struct{}{}
+		}
+		report := e.m.syncKnown(desired, &fx)
+		e.sortByPod(&fx)
+		e.print(&out, &fx)
+		uids := make([]string, 0, len(report))
+		for uid := range report {
+			uids = append(uids, string(uid))
+		}
+		sort.Strings(uids)
+		for _, uid := range uids {
+			r := report[types.UID(uid)]
+			fmt.Fprintf(&out, "report %s: %s%s%s%s\n", uid, r.Stage, flag(r.Orphan, " orphan"), flag(r.HasConfig, " has-config"), flag(r.Static, " static"))
+		}
+		return e.result(&out)
+	case "window":
+		uid := types.UID(e.name(t, d))
+		m := e.m
+		fmt.Fprintf(&out, "known-terminated=%v could-run=%v finished=%v term-requested=%v containers-terminating=%v runtime-removable=%v content-removable=%v\n",
+			m.knownTerminated(uid), m.couldHaveRunning(uid), m.shouldBeFinished(uid), m.terminationRequested(uid),
+			m.containersTerminating(uid), m.runtimeRemovable(uid), m.contentRemovable(uid))
+		if p := e.pods[string(uid)]; p != nil && mirror.IsStaticPod(p) {
+			fmt.Fprintf(&out, "mirror-pod-terminating(%s)=%v\n", mirror.PodFullName(p), m.mirrorPodTerminating(mirror.PodFullName(p)))
+		}
+		return e.result(&out)
+	case "info":
+		info, ok := e.m.info(types.UID(e.name(t, d)))
+		if !ok {
+			return "absent"
+		}
+		e.printInfo(&out, info)
+		return e.result(&out)
+	case "detach":
+		var ch string
+		d.ScanArgs(t, "ch", &ch)
+		e.m.detach(types.UID(e.name(t, d)), e.chans[ch])
+		return "ok"
+	case "shutdown":
+		e.m.shutdown(&fx)
+		e.sortByPod(&fx)
+	default:
+		d.Fatalf(t, "unknown command %q", d.Cmd)
+	}
+	e.print(&out, &fx)
+	return e.result(&out)
+}
+
+func (e *machineEnv) result(out *strings.Builder) string {
+	if out.Len() == 0 {
+		return "no effects"
+	}
+	return strings.TrimSuffix(out.String(), "\n")
+}
+
+func (e *machineEnv) name(t *testing.T, d *datadriven.TestData) string {
+	if len(d.CmdArgs) == 0 || len(d.CmdArgs[0].Vals) > 0 {
+		d.Fatalf(t, "%s needs a pod name first", d.Cmd)
+	}
+	return d.CmdArgs[0].Key
+}
+
+// newPod makes the next version of the pod the command names.
+func (e *machineEnv) newPod(t *testing.T, d *datadriven.TestData) *v1.Pod {
+	name := e.name(t, d)
+	e.version++
+	grace := int64(30)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{UID: types.UID(name), Namespace: "ns", Name: name, ResourceVersion: strconv.Itoa(e.version)},
+		Spec:       v1.PodSpec{TerminationGracePeriodSeconds: &grace},
+	}
+	if old := e.pods[name]; old != nil {
+		pod.Name, pod.Annotations = old.Name, old.Annotations
+		pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = old.DeletionTimestamp, old.DeletionGracePeriodSeconds
+		pod.Status.Phase = old.Status.Phase
+		pod.Spec.TerminationGracePeriodSeconds = old.Spec.TerminationGracePeriodSeconds
+	}
+	for _, a := range d.CmdArgs[1:] {
+		if d.Cmd == "kill" && a.Key != "static" {
+			continue // the kill's own arguments
+		}
+		switch a.Key {
+		case "static":
+			if d.Cmd == "kill" && e.pods[name] != nil {
+				d.Fatalf(t, "kill takes static only for a pod it sees first")
+			}
+			pod.Name = a.SingleVal(t)
+			pod.Annotations = map[string]string{mirror.ConfigSourceAnnotationKey: mirror.FileSource}
+		case "phase":
+			pod.Status.Phase = v1.PodPhase(a.SingleVal(t))
+		case "deleted":
+			g, err := strconv.ParseInt(a.SingleVal(t), 10, 64)
+			if err != nil {
+				d.Fatalf(t, "deleted: %v", err)
+			}
+			now := metav1.NewTime(e.clock.Now())
+			pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = &now, &g
+		case "grace":
+			g, err := strconv.ParseInt(a.SingleVal(t), 10, 64)
+			if err != nil {
+				d.Fatalf(t, "grace: %v", err)
+			}
+			pod.Spec.TerminationGracePeriodSeconds = &g
+		case "mirror":
+		default:
+			d.Fatalf(t, "unknown pod argument %q", a.Key)
+		}
+	}
+	e.pods[name] = pod
+	return pod
+}
+
+func (e *machineEnv) next(out *strings.Builder, fx *effects) {
+	c, ok := e.m.next(fx)
+	if !ok {
+		out.WriteString("nothing to run\n")
+		return
+	}
+	e.printCall(out, c)
+	e.running[string(c.rec.uid)] = c
+}
+
+func (e *machineEnv) printCall(out *strings.Builder, c hookCall) {
+	uid := string(c.rec.uid)
+	if hc, ok := c.ctx.(*hookCtx); ok {
+		if _, seen := e.ctxs[hc]; !seen {
+			e.ctxs[hc] = fmt.Sprintf("%s's context #%d", uid, len(e.ctxs)+1)
+		}
+	}
+	fmt.Fprintf(out, "start %s %s", uid, c.hook)
+	switch c.hook {
+	case HookSyncPod:
+		fmt.Fprintf(out, " %s v%s", c.updateType, c.pod.ResourceVersion)
+		if c.mirror != nil {
+			out.WriteString(" with mirror")
+		}
+	case HookSyncTerminatingPod:
+		fmt.Fprintf(out, " grace=%d", c.grace)
+		if c.statusFn != nil {
+			out.WriteString(" status-fn")
+		}
+		if c.checkStopped {
+			out.WriteString(" check-stopped")
+		}
+	case HookSyncTerminatingRuntimePod:
+		fmt.Fprintf(out, " %s/%s", c.runningPod.Namespace, c.runningPod.Name)
+	}
+	if hc, ok := c.ctx.(*hookCtx); ok {
+		fmt.Fprintf(out, " (%s)", e.ctxs[hc])
+	}
+	out.WriteString("\n")
+}
+
+// print writes fx's effects, one a line, in order within each kind.
+func (e *machineEnv) print(out *strings.Builder, fx *effects) {
+	for i := range fx.moves.len() {
+		mv := fx.moves.at(i)
+		fmt.Fprintf(out, "%s: %s -> %s\n", mv.uid, mv.from, mv.to)
+	}
+	for i := range fx.closes.len() {
+		c := fx.closes.at(i)
+		fmt.Fprintf(out, "close %s (%s)\n", e.chanName(c.ch), c.rec.uid)
+	}
+	for i := range fx.cancels.len() {
+		fmt.Fprintf(out, "cancel %s\n", e.ctxs[fx.cancels.at(i)])
+	}
+	for _, s := range fx.slow {
+		fmt.Fprintf(out, "slow %s %s: still running %s after its context was cancelled%s\n", s.uid, s.hook, s.cancelled, flag(s.first, " (first report)"))
+	}
+	if fx.ready {
+		out.WriteString("ready\n")
+	}
+	if fx.wake {
+		out.WriteString("wake timers\n")
+	}
+}
+
+func (e *machineEnv) chanName(ch chan<- struct{}) string {
+	for name, c := range e.chans {
+		if chan<- struct{}(c) == ch {
+			return name
+		}
+	}
+	return "unnamed channel"
+}
+
+func (e *machineEnv) printInfo(out *strings.Builder, info PodInfo) {
+	fmt.Fprintf(out, "%s %s stage=%s", info.UID, info.FullName, info.Stage)
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{
+		{info.Started, "started"}, {info.TerminationRequested, "termination-requested"},
+		{info.TerminationStarted, "termination-started"}, {info.Finished, "finished"},
+		{info.Deleted, "deleted"}, {info.Evicted, "evicted"}, {info.RestartRequested, "restart-requested"},
+		{info.Static, "static"}, {info.RuntimeOnly, "runtime-only"}, {info.Working, "working"},
+	} {
+		if f.on {
+			out.WriteString(" " + f.name)
+		}
+	}
+	out.WriteString("\n")
+	if info.GracePeriod != 0 {
+		fmt.Fprintf(out, "grace=%d\n", info.GracePeriod)
+	}
+	if info.Pod != nil {
+		fmt.Fprintf(out, "pod v%s\n", info.Pod.ResourceVersion)
+	}
+	if !info.LastSyncTime.IsZero() {
+		fmt.Fprintf(out, "last sync %s, error %v, failures %d\n", e.at(info.LastSyncTime), info.LastSyncError, info.ConsecutiveFailures)
+	}
+	if !info.NextSyncTime.IsZero() {
+		fmt.Fprintf(out, "next sync %s\n", e.at(info.NextSyncTime))
+	}
+}
+
+// at writes a time as an offset from the script's start.
+func (e *machineEnv) at(t time.Time) string { return "t+" + t.Sub(machineEpoch).String() }
+
+func flag(on bool, s string) string {
+	if on {
+		return s
+	}
+	return ""
+}
+
+// sortByPod orders effects by pod (keeping each pod's in order): calls
+// that walk every record see them in map order.
+func (e *machineEnv) sortByPod(fx *effects) {
+	fx.moves = sorted(fx.moves, func(a, b move) bool { return a.uid < b.uid })
+	fx.closes = sorted(fx.closes, func(a, b closeReq) bool { return a.rec.uid < b.rec.uid })
+	fx.cancels = sorted(fx.cancels, func(a, b *hookCtx) bool { return e.ctxs[a] < e.ctxs[b] })
+}
+
+func sorted[T any](b smallBuf[T], less func(a, b T) bool) smallBuf[T] {
+	items := make([]T, b.len())
+	for i := range items {
+		items[i] = b.at(i)
+	}
+	sort.SliceStable(items, func(i, j int) bool { return less(items[i], items[j]) })
+	var out smallBuf[T]
+	for _, v := range items {
+		out.add(v)
+	}
+	return out
+}
+
+func durationArg(t *testing.T, d *datadriven.TestData, a datadriven.CmdArg) time.Duration {
+	v := a.Key
+	if len(a.Vals) > 0 {
+		v = a.SingleVal(t)
+	}
+	dur, err := time.ParseDuration(v)
+	if err != nil {
+		d.Fatalf(t, "%s: %v", a.Key, err)
+	}
+	return dur
+}
