@@ -47,6 +47,14 @@ type machine struct {
 
 	readyTerm, readySync list
 	delayed              timerheap.Heap[*record]
+	// bulk is set while syncKnown runs: records it forgets leave the delay
+	// heap in one O(n) pass at its end (bulkRemoved counts them) rather
+	// than one O(log n) removal each.
+	bulk        bool
+	bulkRemoved int
+	// bulkForgotten counts the records syncKnown forgot, left in the map
+	// until its end (dropForgotten).
+	bulkForgotten int
 
 	// epoch is the time tick 0 stands for; nowAt/nowSet cache the current
 	// call's reading of the clock.
@@ -135,6 +143,9 @@ type effects struct {
 	// wake: the delay heap's first due time moved earlier; the timer loop
 	// should look again.
 	wake bool
+	// quiet is set by the driver when nobody counts or watches stage
+	// changes: moves are then not recorded.
+	quiet bool
 }
 
 // move is one stage change of a worker.
@@ -191,11 +202,14 @@ func (b *smallBuf[T]) at(i int) T {
 
 // moved records r's stage change from from, if it changed.
 func (m *machine) moved(r *record, from Stage, fx *effects) {
+	if fx.quiet {
+		return
+	}
 	to := r.stage()
 	if r.has(fForgotten) {
 		to = StageAbsent
 	}
-	if from != to {
+	if from != to && !fx.quiet {
 		fx.moves.add(move{uid: r.uid, rec: r, from: from, to: to})
 	}
 }

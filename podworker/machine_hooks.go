@@ -145,11 +145,8 @@ func (m *machine) hookContext(r *record) *hookCtx {
 func (m *machine) complete(c *hookCall, terminal bool, err error, fx *effects) {
 	m.resetNow()
 	r := c.rec
-	r.flags &^= fRunning
-	if r.heapIdx >= 0 {
-		// The hook was watched after its context was cancelled.
-		m.delayed.Remove(r)
-	}
+	r.flags &^= fRunning | fTimed // a slow-hook watch, if any, ends
+
 	r.lastSync = m.now()
 	r.flags |= fSynced
 	fx.returned = r.uid
@@ -253,10 +250,13 @@ func (m *machine) fireDue(fx *effects) (next time.Time, ok bool) {
 		if !found {
 			return time.Time{}, false
 		}
+		if !r.has(fTimed) {
+			m.delayed.Remove(r) // a stale entry, due or not
+			continue
+		}
 		if tick(due) > now {
 			return m.timeOf(tick(due)), true
 		}
-		m.delayed.Remove(r)
 		if r.has(fRunning) {
 			if r.slowWarnings < math.MaxUint16 {
 				r.slowWarnings++
@@ -271,6 +271,8 @@ func (m *machine) fireDue(fx *effects) (next time.Time, ok bool) {
 			m.delay(r, tick(due)+tick(m.cfg.slowWarning), fx)
 			continue
 		}
+		m.delayed.Remove(r)
+		r.flags &^= fTimed
 		m.requeueLast(r)
 		if r.has(fHasPending) {
 			m.makeReady(r, fx)

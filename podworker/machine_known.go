@@ -8,33 +8,53 @@ import "k8s.io/apimachinery/pkg/types"
 func (m *machine) syncKnown(desired map[types.UID]struct{}, fx *effects) map[types.UID]WorkerReport {
 	m.resetNow()
 	m.podsSynced = true
+	m.bulk = true
 	for uid, r := range m.records {
 		_, want := desired[uid]
 		if orphan := !want; orphan || r.has(fRestartRequested) {
 			m.removeIfDone(r, orphan, fx)
 		}
 	}
+	m.bulk = false
+	if m.bulkRemoved > 0 {
+		m.delayed.Filter(func(r *record) bool { return !r.has(fForgotten) })
+		m.bulkRemoved = 0
+	}
+	m.dropForgotten()
 	out := make(map[types.UID]WorkerReport, len(m.records))
 	for uid, r := range m.records {
 		_, want := desired[uid]
 		out[uid] = WorkerReport{Stage: r.stage(), Orphan: !want, HasConfig: r.knownPod() != nil, Static: r.has(fStatic)}
 	}
-	m.shrinkRecords()
 	return out
 }
 
-// shrinkRecords rebuilds the records map once it holds under a quarter of
-// its peak, so that a burst of pods leaves no memory behind once they are
-// forgotten.
-func (m *machine) shrinkRecords() {
-	if m.peak < 256 || len(m.records) >= m.peak/4 {
+// dropForgotten takes the records syncKnown forgot out of the records map:
+// by building a new map of the rest when under a quarter of its peak is
+// left (Go maps never give memory back, so a burst of pods would otherwise
+// stay in it; this also catches records removed one by one since), else by
+// deleting them.
+func (m *machine) dropForgotten() {
+	left := len(m.records) - m.bulkForgotten
+	forgotten := m.bulkForgotten
+	m.bulkForgotten = 0
+	if m.peak >= 256 && left < m.peak/4 {
+		records := make(map[types.UID]*record, left)
+		for uid, r := range m.records {
+			if !r.has(fForgotten) {
+				records[uid] = r
+			}
+		}
+		m.records, m.peak = records, left
 		return
 	}
-	records := make(map[types.UID]*record, len(m.records))
-	for uid, r := range m.records {
-		records[uid] = r
+	if forgotten > 0 {
+		for uid, r := range m.records {
+			if r.has(fForgotten) {
+				delete(m.records, uid)
+			}
+		}
 	}
-	m.records, m.peak = records, len(records)
 }
 
 // removeIfDone forgets r when it is finished or never started, and drives
@@ -79,7 +99,11 @@ func (m *machine) remove(r *record, fx *effects) {
 	m.cancelHooks(r, fx)
 	r.ctx = nil
 	m.closeCompleted(r, fx)
-	delete(m.records, r.uid)
+	if m.bulk {
+		m.bulkForgotten++ // syncKnown takes it out of the map
+	} else {
+		delete(m.records, r.uid)
+	}
 	r.flags |= fForgotten
 }
 

@@ -48,6 +48,8 @@ import (
 //	window P          the window's answers for P
 //	info P            P's snapshot
 //	detach P ch=NAME  a KillPod gave up waiting
+//	sizes             what the machine holds: records, heap entries (live
+//	                  or stale), ready records, static full names
 //	shutdown          Run shuts down
 func TestMachine(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -297,6 +299,8 @@ func (e *machineEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "ch", &ch)
 		e.m.detach(types.UID(e.name(t, d)), e.chans[ch])
 		return "ok"
+	case "sizes":
+		return fmt.Sprintf("records=%d timers=%d ready=%d static-names=%d", len(e.m.records), e.m.delayed.Len(), e.m.readyTerm.n+e.m.readySync.n, e.m.staticSlots())
 	case "shutdown":
 		e.m.shutdown(&fx)
 		e.sortByPod(&fx)

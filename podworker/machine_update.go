@@ -186,7 +186,7 @@ func (m *machine) cancelHooks(r *record, fx *effects) {
 	}
 	r.ctx = nil
 	fx.cancels.add(c)
-	if r.has(fRunning) && m.cfg.slowWarning > 0 && r.heapIdx < 0 {
+	if r.has(fRunning) && m.cfg.slowWarning > 0 && !r.has(fTimed) {
 		r.slowWarnings = 0
 		m.delay(r, m.now()+tick(m.cfg.slowWarning), fx)
 	}

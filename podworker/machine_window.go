@@ -124,7 +124,7 @@ func (m *machine) infoOf(r *record) PodInfo {
 	case r.has(fRunning), r.has(fFinished):
 	case r.has(fQueued):
 		info.NextSyncTime = m.timeOf(m.now())
-	case r.heapIdx >= 0:
+	case r.has(fTimed):
 		info.NextSyncTime = m.timeOf(tick(m.delayed.Due(r)))
 	}
 	info.RuntimeOnly = info.Pod == nil

@@ -142,6 +142,7 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 	for {
 		var fx effects
 		w.mu.Lock()
+		w.prepareLocked(&fx)
 		next, ok := w.m.fireDue(&fx)
 		fx.wake = false // this loop is awake
 		w.commitLocked(&fx, 0)
@@ -232,6 +233,7 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 	}
 	var fx effects
 	w.mu.Lock()
+	w.prepareLocked(&fx)
 	if w.state == stopped {
 		w.mu.Unlock()
 		return ErrStopped
@@ -262,6 +264,7 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 func (w *PodWorkers[T]) Resync(uid types.UID) bool {
 	var fx effects
 	w.mu.Lock()
+	w.prepareLocked(&fx)
 	if w.state == stopped {
 		defer w.mu.Unlock()
 		info, ok := w.m.info(uid)
@@ -357,6 +360,7 @@ func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]WorkerRep
 	}
 	var fx effects
 	w.mu.Lock()
+	w.prepareLocked(&fx)
 	out := w.m.syncKnown(set, &fx)
 	w.commitLocked(&fx, 0)
 	w.mu.Unlock()

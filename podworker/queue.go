@@ -60,9 +60,7 @@ func (m *machine) makeReady(r *record, fx *effects) {
 	if r.has(fRunning) {
 		return
 	}
-	if r.heapIdx >= 0 {
-		m.delayed.Remove(r)
-	}
+	r.flags &^= fTimed // its timer, if any, is stale now
 	fx.ready = true
 	terminating := r.nextHook() != HookSyncPod
 	if r.has(fQueued) {
@@ -99,7 +97,7 @@ func (m *machine) popReady() *record {
 	return r
 }
 
-// unqueue takes r out of whichever ready queue or heap holds it.
+// unqueue takes r out of whichever ready queue or heap holds it, for good.
 func (m *machine) unqueue(r *record) {
 	if r.has(fQueuedTerm) {
 		m.readyTerm.remove(r)
@@ -108,12 +106,20 @@ func (m *machine) unqueue(r *record) {
 	}
 	r.flags &^= fQueued | fQueuedTerm
 	if r.heapIdx >= 0 {
-		m.delayed.Remove(r)
+		if m.bulk {
+			// syncKnown removes every forgotten record in one pass.
+			m.bulkRemoved++
+		} else {
+			m.delayed.Remove(r)
+		}
 	}
+	r.flags &^= fTimed
 }
 
-// delay schedules r to run again at due.
+// delay schedules r's next retry or resync (or, while its hook runs, the
+// next slow-hook report) at due, reusing its heap entry if it has one.
 func (m *machine) delay(r *record, due tick, fx *effects) {
+	r.flags |= fTimed
 	if r.heapIdx >= 0 {
 		m.delayed.Fix(r, int64(due))
 	} else {

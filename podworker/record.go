@@ -54,6 +54,10 @@ const (
 	fSynced
 	// fCtx0Used: ctx0 was handed out; a later context is allocated.
 	fCtx0Used
+	// fTimed: the record's entry in the delay heap is live (a retry or
+	// resync while it is idle, a slow-hook watch while its hook runs).
+	// An entry without it is stale, and is dropped when it comes due.
+	fTimed
 )
 
 // update is one accepted UpdatePod, as kept pending on a record.
@@ -75,11 +79,16 @@ type update struct {
 //   - fTerminated implies fTermStarted implies fTermRequested;
 //     fFinished implies fTerminated, or that the pod never started.
 //   - fQueued iff the record is linked in exactly one ready queue.
-//   - heapIdx >= 0 iff the record is in the delay heap. A record is never
-//     both queued and in the heap. A record whose hook runs (fRunning) is
-//     never queued; it is in the heap only while that hook runs on after
-//     its context was cancelled (the heap then says when it is next
-//     reported as slow, see machine.cancelHooks).
+//   - heapIdx >= 0 iff the record is in the delay heap. Its entry is live
+//     iff fTimed: then the record is idle (not queued, not running) and
+//     the entry is its next retry or resync, or its hook runs on after its
+//     context was cancelled and the entry is when it is next reported as
+//     slow (see machine.cancelHooks). An entry without fTimed is stale:
+//     left in place rather than removed when the record got work (a
+//     removal from a large heap is most of the cost of an update), reused
+//     by the record's next delay, and dropped when it comes due. A
+//     forgotten record is never in the heap.
+//   - fRunning records are never queued.
 //   - a static record is linked in its full name's waiting list (fWaiting)
 //     iff it has not started and termination was not requested.
 //   - ctx is nil, or the context the record's hooks get until it is

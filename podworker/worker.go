@@ -32,6 +32,13 @@ func (w *PodWorkers[T]) spawnLocked(poppers int) {
 	go w.runWorker()
 }
 
+// prepareLocked readies a zero effects for a machine call: stage changes
+// are recorded only when someone counts or watches them. It is called with
+// the lock held, so a waiter that registered before the call is seen.
+func (w *PodWorkers[T]) prepareLocked(fx *effects) {
+	fx.quiet = !w.timed && !w.obs.listening()
+}
+
 // commitLocked applies the effects that belong under the lock: stage
 // changes are counted and published in the order they happened, a worker
 // is started for ready work, and the timer loop is woken.
@@ -109,6 +116,7 @@ func (w *PodWorkers[T]) runWorker() {
 	w.starting--
 	for w.state == running {
 		var fx effects
+		w.prepareLocked(&fx)
 		c, ok := w.m.next(&fx)
 		if ok {
 			// This worker is busy now: make sure someone takes the rest.
@@ -131,6 +139,7 @@ func (w *PodWorkers[T]) runWorker() {
 
 		fx = effects{}
 		w.mu.Lock()
+		w.prepareLocked(&fx)
 		w.m.complete(&c, terminal, err, &fx)
 		w.commitLocked(&fx, 1)
 		if fx.outside() {

@@ -85,6 +85,29 @@ func (h *Heap[E]) Pop() (e E, ok bool) {
 	return e, true
 }
 
+// Filter keeps only the items keep approves, in O(n) however many go: a
+// bulk removal. Removed items get the index -1.
+func (h *Heap[E]) Filter(keep func(E) bool) {
+	j := 0
+	for _, en := range h.items {
+		if keep(en.item) {
+			h.items[j] = en
+			h.items[j].item.SetIndex(j)
+			j++
+		} else {
+			en.item.SetIndex(-1)
+		}
+	}
+	clear(h.items[j:])
+	h.items = h.items[:j]
+	for i := j/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+	for c := cap(h.items); c > 64 && len(h.items) < c/4; c = cap(h.items) {
+		h.shrink()
+	}
+}
+
 // shrink gives memory back once the heap has emptied to a quarter of its
 // capacity, so a burst does not pin its peak size forever.
 func (h *Heap[E]) shrink() {

@@ -68,3 +68,37 @@ func TestHeapOrdersByDue(t *testing.T) {
 		t.Fatal("an empty heap popped an item")
 	}
 }
+
+// Filter removes in bulk and leaves a valid heap with right indexes.
+func TestHeapFilter(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var h Heap[*item]
+	var all []*item
+	for i := range 5000 {
+		it := &item{id: i, idx: -1}
+		h.Push(it, r.Int64N(10000))
+		all = append(all, it)
+	}
+	h.Filter(func(it *item) bool { return it.id%10 == 0 })
+	if h.Len() != 500 {
+		t.Fatalf("Len %d after Filter, want 500", h.Len())
+	}
+	for _, it := range all {
+		kept := it.id%10 == 0
+		if kept != (it.idx >= 0) {
+			t.Fatalf("item %d kept %v but index %d", it.id, kept, it.idx)
+		}
+	}
+	if c := cap(h.items); c > 4*500 {
+		t.Fatalf("capacity %d kept after a bulk removal to 500", c)
+	}
+	last := int64(-1)
+	for h.Len() > 0 {
+		_, due, _ := h.Peek()
+		if due < last {
+			t.Fatalf("due %d after %d: not a heap", due, last)
+		}
+		last = due
+		h.Pop()
+	}
+}
