@@ -48,7 +48,7 @@ func ExampleHandler() {
 
 	// The API server no longer has the pods: web is stopped.
 	_ = cfg.SetPods(ctx, mirror.ApiserverSource, nil)
-	_, _ = podworkertest.WaitForStage(ctx, workers, web.UID, podworker.StageFinished)
+	_, _ = workers.WaitForStage(ctx, web.UID, podworker.StageFinished)
 	fmt.Println("web:", syncer.Trace(web.UID))
 	fmt.Println("batch:", syncer.Trace(batch.UID) == "")
 

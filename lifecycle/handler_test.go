@@ -19,7 +19,6 @@ import (
 	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
-	"github.com/podkit/podkit/podworker/podworkertest"
 )
 
 func uids(pods []*v1.Pod) []types.UID {
@@ -90,7 +89,7 @@ func TestAdditionsWithAdmissionRejection(t *testing.T) {
 		e.set(mirror.ApiserverSource, c, a2)
 		_, known = e.workers.Pod("b")
 		assert.False(t, known)
-		assert.Equal(t, 0, e.syncer.Count("b", podworkertest.HookSyncTerminatingPod))
+		assert.Equal(t, 0, e.syncer.Count("b", podworker.HookSyncTerminatingPod))
 	})
 }
 
@@ -285,7 +284,7 @@ func TestOrphanedMirrorKeptWhileStaticPodTerminates(t *testing.T) {
 		e.set(mirror.ApiserverSource, created)
 		require.Equal(t, []string{name}, e.mirrors.MirrorPodNames())
 
-		gate := e.syncer.Hold(static.UID, podworkertest.HookSyncTerminatingPod)
+		gate := e.syncer.Hold(static.UID, podworker.HookSyncTerminatingPod)
 		e.set(mirror.FileSource) // the manifest is gone
 		require.NoError(t, gate.Wait(e.ctx))
 		assert.True(t, e.workers.IsPodForMirrorPodTerminatingByFullName(name))
@@ -342,7 +341,7 @@ func TestStaticPodUIDReused(t *testing.T) {
 		e.set(mirror.FileSource, static)
 		assert.Equal(t, "sync:create", e.trace("fixed-uid"))
 
-		gate := e.syncer.Hold("fixed-uid", podworkertest.HookSyncTerminatingPod)
+		gate := e.syncer.Hold("fixed-uid", podworker.HookSyncTerminatingPod)
 		e.set(mirror.FileSource)
 		require.NoError(t, gate.Wait(e.ctx))
 		// The manifest comes back with the same UID while the old life is
@@ -360,7 +359,7 @@ func TestStaticPodUIDReused(t *testing.T) {
 		e.housekeep()
 		assert.Equal(t, "sync:create kill(30) terminated sync:create", e.trace("fixed-uid"))
 		assert.Equal(t, podworker.StageSyncing, e.stage("fixed-uid"))
-		assert.Zero(t, e.syncer.Count("fixed-uid", podworkertest.HookSyncTerminatingRuntimePod))
+		assert.Zero(t, e.syncer.Count("fixed-uid", podworker.HookSyncTerminatingRuntimePod))
 	})
 }
 

@@ -99,7 +99,7 @@ func (h *Handler) Housekeeping(ctx context.Context) error {
 			}
 			h.log.V(4).Info("Restarting a desired pod the workers do not know (its UID was reused, or its worker was forgotten)", "pod", mirror.PodFullName(pod), "podUID", pod.UID)
 			if h.send(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod, MirrorPod: mirrorPod, StartTime: h.clock.Now()}) {
-				working[pod.UID] = podworker.PodWorkerSync{State: podworker.Syncing, HasConfig: true, Static: mirror.IsStaticPod(pod)}
+				working[pod.UID] = podworker.WorkerReport{Stage: podworker.StageNotStarted, HasConfig: true, Static: mirror.IsStaticPod(pod)}
 			}
 		}
 	}
@@ -130,7 +130,7 @@ func (h *Handler) Housekeeping(ctx context.Context) error {
 		}
 		h.log.V(4).Info("Completing the termination of a deleted terminal pod no worker knows", "pod", mirror.PodFullName(p), "podUID", p.UID)
 		if h.send(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: p, StartTime: h.clock.Now()}) {
-			working[p.UID] = podworker.PodWorkerSync{State: podworker.Terminating, HasConfig: true, Static: mirror.IsStaticPod(p)}
+			working[p.UID] = podworker.WorkerReport{Stage: podworker.StageTerminationRequested, HasConfig: true, Static: mirror.IsStaticPod(p)}
 		}
 	}
 	one := int64(1)
@@ -145,7 +145,7 @@ func (h *Handler) Housekeeping(ctx context.Context) error {
 			KillPodOptions: &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: &one},
 			StartTime:      h.clock.Now(),
 		}) {
-			working[rp.UID] = podworker.PodWorkerSync{State: podworker.Terminating, Orphan: true}
+			working[rp.UID] = podworker.WorkerReport{Stage: podworker.StageTerminationRequested, Orphan: true}
 		}
 	}
 	return nil

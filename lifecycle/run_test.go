@@ -84,7 +84,7 @@ func TestRunDrainsWorkers(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		e := newEnv(t, nil)
 		e.start()
-		gate := e.syncer.Hold("slow", podworkertest.HookSyncPod)
+		gate := e.syncer.Hold("slow", podworker.HookSyncPod)
 		e.set(mirror.ApiserverSource, apiPod("slow", "slow", 0))
 		require.NoError(t, gate.Wait(e.ctx))
 

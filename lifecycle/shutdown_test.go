@@ -12,7 +12,6 @@ import (
 	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
-	"github.com/podkit/podkit/podworker/podworkertest"
 )
 
 func withGrace(pod *v1.Pod, seconds int64) *v1.Pod {
@@ -51,7 +50,7 @@ func TestShutdownNodeOrdering(t *testing.T) {
 			critical(apiPod("c1", "cni", 2)),
 			highPriority,
 		)
-		gate := e.syncer.Hold("r1", podworkertest.HookSyncTerminatingPod)
+		gate := e.syncer.Hold("r1", podworker.HookSyncTerminatingPod)
 
 		done := make(chan shutdownResult, 1)
 		go func() {
@@ -113,8 +112,8 @@ func TestShutdownNodeBudget(t *testing.T) {
 		e := newEnv(t, nil)
 		e.start()
 		e.set(mirror.ApiserverSource, withGrace(apiPod("r1", "web", 0), 30), critical(apiPod("c1", "cni", 1)))
-		stuck := e.syncer.Hold("r1", podworkertest.HookSyncTerminatingPod)
-		stuckToo := e.syncer.Hold("c1", podworkertest.HookSyncTerminatingPod)
+		stuck := e.syncer.Hold("r1", podworker.HookSyncTerminatingPod)
+		stuckToo := e.syncer.Hold("c1", podworker.HookSyncTerminatingPod)
 
 		done := make(chan shutdownResult, 1)
 		go func() {

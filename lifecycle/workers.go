@@ -22,7 +22,7 @@ type PodUpdater interface {
 	UpdatePod(ctx context.Context, opts podworker.UpdatePodOptions) error
 	// SyncKnownPods tells the workers which pods are desired and reports
 	// every worker kept.
-	SyncKnownPods(desired []*v1.Pod) map[types.UID]podworker.PodWorkerSync
+	SyncKnownPods(desired []*v1.Pod) map[types.UID]podworker.WorkerReport
 }
 
 // PodWindow is the part of the pod workers' window the Handler asks, by UID

@@ -4,19 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/podkit/podkit/podworker"
@@ -44,7 +40,7 @@ func TestDecisionD1_GraceOnlyShortens(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			r.update(podworker.SyncPodUpdate, deleted(p, i64(0)))
 			r.entered(g)
 			require.Equal(t, int64(1), r.info("p").GracePeriod, "0 requested means 1")
@@ -64,7 +60,7 @@ func TestDecisionD1_GraceOnlyShortens(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			r.kill(p, nil)
 			r.entered(g)
 			r.kill(p, &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(10)})
@@ -78,7 +74,7 @@ func TestDecisionD1_GraceOnlyShortens(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			r.kill(p, &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(10)})
 			r.entered(g)
 			r.update(podworker.SyncPodUpdate, deleted(p, i64(20)))
@@ -99,18 +95,6 @@ func TestDecisionD1_GraceOnlyShortens(t *testing.T) {
 			r.kill(p, &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(0)})
 			r.settle()
 			assert.Equal(t, "sync:create kill(1) terminated", r.trace("p"))
-		})
-	})
-	t.Run("the caller's override is not written to", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{})
-			p := mkPod("p")
-			r.started(p)
-			ov := i64(0)
-			r.kill(p, &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: ov})
-			r.settle()
-			assert.Equal(t, int64(0), *ov, "the effective grace (1) is read with Pod, not written back")
-			assert.Equal(t, int64(1), r.info("p").GracePeriod)
 		})
 	})
 	t.Run("the first request may be longer than the spec's", func(t *testing.T) {
@@ -135,8 +119,8 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
 			p := mkPod("p")
 			r.started(p)
-			gTerm := r.hold("p", podworkertest.HookSyncTerminatingPod)
-			gDone := r.hold("p", podworkertest.HookSyncTerminatedPod)
+			gTerm := r.hold("p", podworker.HookSyncTerminatingPod)
+			gDone := r.hold("p", podworker.HookSyncTerminatedPod)
 			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
 			r.entered(gTerm)
 			requireOpen(t, ch)
@@ -150,7 +134,7 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
 			p := mkPod("p")
 			r.started(p)
-			r.f.Next("p", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Panic: "kaboom"})
+			r.f.Next("p", podworker.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Panic: "kaboom"})
 			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
 			r.settle()
 			requireOpen(t, ch)
@@ -162,7 +146,7 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 	}, {
 		name: "a pod never seen before closes it after its termination",
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			r.kill(mkPod("p"), &podworker.KillPodOptions{CompletedCh: ch})
 			r.entered(g)
 			requireOpen(t, ch)
@@ -175,7 +159,7 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatedPod)
+			g := r.hold("p", podworker.HookSyncTerminatedPod)
 			r.kill(p, nil)
 			r.entered(g)
 			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
@@ -205,7 +189,7 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 	}, {
 		name: "a runtime-only pod closes it once its containers are stopped",
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			g := r.hold("p", podworkertest.HookSyncTerminatingRuntimePod)
+			g := r.hold("p", podworker.HookSyncTerminatingRuntimePod)
 			r.send(podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, RunningPod: &podworker.RuntimePod{UID: "p", Namespace: "ns", Name: "p"}, KillPodOptions: &podworker.KillPodOptions{CompletedCh: ch}})
 			r.entered(g)
 			requireOpen(t, ch)
@@ -241,7 +225,7 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			r.kill(p, nil)
 			r.entered(g)
 			r.send(podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: p, KillPodOptions: &podworker.KillPodOptions{CompletedCh: ch}})
@@ -255,7 +239,7 @@ func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
 		run: func(t *testing.T, r *rig, ch chan struct{}) {
 			p := mkPod("p")
 			r.started(p)
-			r.f.Always("p", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
+			r.f.Always("p", podworker.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
 			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
 			r.settle()
 			r.stop()
@@ -278,8 +262,8 @@ func TestDecisionD3_LaterDeletionAndEvictionCount(t *testing.T) {
 		r := startRig(t, podworker.Options[struct{}]{})
 		p := mkPod("p")
 		r.started(p)
-		gTerm := r.hold("p", podworkertest.HookSyncTerminatingPod)
-		gDone := r.hold("p", podworkertest.HookSyncTerminatedPod)
+		gTerm := r.hold("p", podworker.HookSyncTerminatingPod)
+		gDone := r.hold("p", podworker.HookSyncTerminatedPod)
 		r.kill(p, nil) // a plain kill starts the termination
 		r.entered(gTerm)
 		info := r.info("p")
@@ -311,7 +295,7 @@ func TestDecisionD3_LaterDeletionAndEvictionCount(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
 			r.started(p)
-			r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Terminal: true})
+			r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Terminal: true})
 			r.update(podworker.SyncPodUpdate, p)
 			r.settle()
 			require.True(t, r.info("p").Finished)
@@ -403,12 +387,20 @@ func between(t *testing.T, d, lo, hi time.Duration, msg string) {
 	assert.Less(t, d, hi, msg)
 }
 
+// ownRetry is a syncer's own error type that says when to retry.
+type ownRetry time.Duration
+
+func (d ownRetry) Error() string             { return "not yet" }
+func (d ownRetry) RetryDelay() time.Duration { return time.Duration(d) }
+
+var _ podworker.RetryDelayer = ownRetry(0)
+
 func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 	t.Run("failures back off exponentially, jittered, capped, and reset on success", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{BackOff: time.Second, MaxBackOff: 8 * time.Second})
 			p := mkPod("p")
-			r.f.Always("p", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom})
+			r.f.Always("p", podworker.HookSyncPod, podworkertest.Result{Err: errBoom})
 			r.update(podworker.SyncPodCreate, p)
 			time.Sleep(80 * time.Second)
 			calls := r.f.CallsFor("p")
@@ -424,7 +416,7 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 			assert.Equal(t, podworker.StageSyncing, r.info("p").Stage)
 
 			// The next retry succeeds; resyncs are off, so the pod goes idle.
-			r.f.Always("p", podworkertest.HookSyncPod, podworkertest.Result{})
+			r.f.Always("p", podworker.HookSyncPod, podworkertest.Result{})
 			time.Sleep(20 * time.Second)
 			n := len(r.f.CallsFor("p"))
 			require.False(t, r.f.CallsFor("p")[n-1].Err != nil)
@@ -432,7 +424,7 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 			require.Len(t, r.f.CallsFor("p"), n, "idle after success")
 
 			// A new failure starts again from BackOff.
-			r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom})
+			r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: errBoom})
 			r.update(podworker.SyncPodUpdate, p)
 			time.Sleep(5 * time.Second)
 			calls = r.f.CallsFor("p")
@@ -494,12 +486,16 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 			{"RetryAfter is clamped to MaxBackOff", podworker.RetryAfter(errBoom, time.Hour), 30 * time.Second, 30*time.Second + 1},
 			{"the earliest of joined errors wins", errors.Join(podworker.RetryAfter(errBoom, 5*time.Second), errBoom, podworker.RetryAfter(errBoom, 3*time.Second)), 3 * time.Second, 3*time.Second + 1},
 			{"a wrapped RetryAfter counts", fmt.Errorf("pulling: %w", podworker.RetryAfter(errBoom, 4*time.Second)), 4 * time.Second, 4*time.Second + 1},
+			{"an apimachinery Aggregate is searched", utilerrors.NewAggregate([]error{errBoom, podworker.RetryAfter(errBoom, 6*time.Second)}), 6 * time.Second, 6*time.Second + 1},
+			{"a nested Aggregate is searched", fmt.Errorf("sync: %w", utilerrors.NewAggregate([]error{errBoom, utilerrors.NewAggregate([]error{podworker.RetryAfter(errBoom, 5*time.Second)})})), 5 * time.Second, 5*time.Second + 1},
+			{"an Aggregate inside errors.Join is searched", errors.Join(errBoom, utilerrors.NewAggregate([]error{podworker.RetryAfter(errBoom, 4*time.Second), podworker.RetryAfter(errBoom, 9*time.Second)})), 4 * time.Second, 4*time.Second + 1},
+			{"a syncer's own RetryDelayer counts", fmt.Errorf("pull: %w", ownRetry(8*time.Second)), 8 * time.Second, 8*time.Second + 1},
 			{"a plain error backs off", errBoom, 2 * time.Second, 3 * time.Second},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				bubble(t, func(t *testing.T) {
 					r := startRig(t, podworker.Options[struct{}]{BackOff: 2 * time.Second, MaxBackOff: 30 * time.Second})
-					r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: tc.err})
+					r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: tc.err})
 					r.update(podworker.SyncPodCreate, mkPod("p"))
 					time.Sleep(time.Minute)
 					calls := r.f.CallsFor("p")
@@ -512,7 +508,7 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 	t.Run("a pod that finished on its own is terminated at once", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
-			r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Terminal: true})
+			r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Terminal: true})
 			r.update(podworker.SyncPodCreate, mkPod("p"))
 			r.settle()
 			calls := r.f.CallsFor("p")
@@ -523,8 +519,8 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 	t.Run("termination hooks are retried too", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{BackOff: time.Second})
-			r.f.Next("p", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Err: errBoom})
-			r.f.Next("p", podworkertest.HookSyncTerminatedPod, podworkertest.Result{Err: errBoom})
+			r.f.Next("p", podworker.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Err: errBoom})
+			r.f.Next("p", podworker.HookSyncTerminatedPod, podworkertest.Result{Err: errBoom})
 			r.kill(mkPod("p"), nil)
 			time.Sleep(time.Minute)
 			assert.Equal(t, "kill(30)=error kill(30)=error kill(30) terminated=error terminated", r.trace("p"))
@@ -544,7 +540,7 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 			w, err := podworker.New[struct{}](f, podworker.Options[struct{}]{Clock: fc, BackOff: 10 * time.Second, MaxBackOff: 10 * time.Second, ResyncInterval: -1})
 			require.NoError(t, err)
 			podworkertest.Start(t, w)
-			f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom})
+			f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: errBoom})
 			require.NoError(t, w.UpdatePod(context.Background(), podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: mkPod("p")}))
 			synctest.Wait()
 			require.True(t, fc.HasWaiters(), "the engine waits on the injected clock")
@@ -557,336 +553,6 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 			synctest.Wait()
 			require.Equal(t, "sync:create=error sync:sync", f.Trace("p"), "by BackOff plus 50%")
 			assert.False(t, fc.HasWaiters(), "nothing left to wait for")
-		})
-	})
-}
-
-func TestDecisionD9_OrphanTerminatesWithComputedGrace(t *testing.T) {
-	noSpec := mkPod("nospec")
-	noSpec.Spec.TerminationGracePeriodSeconds = nil
-	spec45 := mkPod("spec45")
-	spec45.Spec.TerminationGracePeriodSeconds = i64(45)
-	bubble(t, func(t *testing.T) {
-		r := startRig(t, podworker.Options[struct{}]{})
-		r.started(noSpec)
-		r.started(spec45)
-		r.w.SyncKnownPods(nil)
-		assert.Equal(t, int64(45), r.info("spec45").GracePeriod)
-		assert.Equal(t, int64(1), r.info("nospec").GracePeriod)
-		r.settle()
-		assert.Equal(t, "sync:create kill(45) terminated", r.trace("spec45"))
-		assert.Equal(t, "sync:create kill(1) terminated", r.trace("nospec"))
-	})
-}
-
-func TestDecisionD10_UpdateWithoutPodIsRejected(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		r := startRig(t, podworker.Options[struct{}]{})
-		for _, ut := range []podworker.UpdateType{podworker.SyncPodSync, podworker.SyncPodUpdate, podworker.SyncPodCreate, podworker.SyncPodKill} {
-			err := r.w.UpdatePod(r.ctx, podworker.UpdatePodOptions{UpdateType: ut})
-			require.ErrorIs(t, err, podworker.ErrInvalidUpdate, ut.String())
-		}
-		r.settle()
-		assert.Empty(t, r.w.Pods())
-		assert.Empty(t, r.f.Calls())
-		// A known pod is not disturbed by one either.
-		r.started(mkPod("p"))
-		require.ErrorIs(t, r.w.UpdatePod(r.ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodUpdate}), podworker.ErrInvalidUpdate)
-		r.settle()
-		assert.Equal(t, "sync:create", r.trace("p"))
-		assert.Equal(t, podworker.StageSyncing, r.info("p").Stage)
-	})
-}
-
-func TestDecisionD11_GoroutinesFollowWork(t *testing.T) {
-	t.Run("an idle pod holds no goroutine", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{ResyncInterval: time.Minute})
-			r.settle()
-			idle := bubbleGoroutines()
-			const n = 500
-			for i := range n {
-				r.update(podworker.SyncPodCreate, mkPod(fmt.Sprint(i)))
-			}
-			r.settle()
-			require.Equal(t, n, r.f.Count(podworkertest.AnyUID, podworkertest.HookSyncPod))
-			assert.Equal(t, idle, bubbleGoroutines(), "500 synced, idle pods")
-
-			// Work in progress does take goroutines, and gives them back.
-			gates := make([]*podworkertest.Gate, 10)
-			for i := range gates {
-				gates[i] = r.hold(types.UID(fmt.Sprint(i)), podworkertest.HookSyncPod)
-				r.update(podworker.SyncPodUpdate, mkPod(fmt.Sprint(i)))
-			}
-			r.settle()
-			assert.Equal(t, idle+10, bubbleGoroutines(), "one goroutine per running hook")
-			for _, g := range gates {
-				g.Release()
-			}
-			r.settle()
-			assert.Equal(t, idle, bubbleGoroutines())
-
-			// Resyncs of every pod leave nothing behind either.
-			time.Sleep(2 * time.Minute)
-			r.settle()
-			assert.Greater(t, r.f.Count(podworkertest.AnyUID, podworkertest.HookSyncPod), 2*n)
-			assert.Equal(t, idle, bubbleGoroutines())
-		})
-	})
-	t.Run("MaxConcurrentSyncs caps the hooks in flight", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{MaxConcurrentSyncs: 3})
-			r.settle()
-			idle := bubbleGoroutines()
-			const n = 10
-			gates := make([]*podworkertest.Gate, n)
-			for i := range gates {
-				gates[i] = r.hold(types.UID(fmt.Sprint(i)), podworkertest.HookSyncPod)
-				r.update(podworker.SyncPodCreate, mkPod(fmt.Sprint(i)))
-			}
-			// Release the running hooks round by round: three run at a time
-			// until fewer than three are left.
-			done := map[int]bool{}
-			for left := n; left > 0; left -= 3 {
-				r.settle()
-				require.Equal(t, min(3, left), r.f.InFlight())
-				require.LessOrEqual(t, bubbleGoroutines(), idle+3, "no more workers than the cap")
-				var running []*podworkertest.Gate
-				for i, g := range gates {
-					select {
-					case <-g.Entered():
-						if !done[i] {
-							done[i] = true
-							running = append(running, g)
-						}
-					default:
-					}
-				}
-				require.Len(t, running, min(3, left))
-				for _, g := range running {
-					g.Release()
-				}
-			}
-			r.settle()
-			assert.Equal(t, n, r.f.Count(podworkertest.AnyUID, podworkertest.HookSyncPod))
-			assert.Equal(t, 3, r.f.MaxInFlight())
-			assert.Equal(t, idle, bubbleGoroutines())
-		})
-	})
-	t.Run("when capped, termination work runs before setup work", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{MaxConcurrentSyncs: 1})
-			r.started(mkPod("running"))
-			g := r.hold("busy", podworkertest.HookSyncPod)
-			r.update(podworker.SyncPodCreate, mkPod("busy"))
-			r.entered(g) // the only slot is taken
-			r.update(podworker.SyncPodCreate, mkPod("new1"))
-			r.update(podworker.SyncPodCreate, mkPod("new2"))
-			r.kill(mkPod("running"), nil)
-			g.Release()
-			r.settle()
-			var order []string
-			for _, c := range r.f.Calls()[2:] {
-				order = append(order, string(c.UID)+":"+c.Hook.String())
-			}
-			assert.Equal(t, []string{
-				"running:SyncTerminatingPod", "running:SyncTerminatedPod",
-				"new1:SyncPod", "new2:SyncPod",
-			}, order)
-			assert.Equal(t, 1, r.f.MaxInFlight())
-		})
-	})
-}
-
-// bubbleGoroutines counts the goroutines of the caller's testing/synctest
-// bubble (the test goroutine included). Unlike runtime.NumGoroutine it
-// does not see goroutines of the test framework or of other tests.
-func bubbleGoroutines() int {
-	own := make([]byte, 1024)
-	own = own[:runtime.Stack(own, false)]
-	header, _, _ := strings.Cut(string(own), "\n")
-	i := strings.Index(header, "synctest bubble ")
-	if i < 0 {
-		panic("bubbleGoroutines called outside a synctest bubble: " + header)
-	}
-	marker := header[i:]
-	marker = marker[:strings.IndexAny(marker, ",]")]
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	count := 0
-	for _, line := range strings.Split(string(buf), "\n") {
-		if !strings.HasPrefix(line, "goroutine ") {
-			continue
-		}
-		if j := strings.Index(line, marker); j >= 0 && strings.ContainsAny(line[j+len(marker):j+len(marker)+1], ",]") {
-			count++
-		}
-	}
-	return count
-}
-
-// logSink collects log lines; safe for concurrent use.
-type logSink struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (s *logSink) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.lines = append(s.lines, prefix+" "+args)
-	}, funcr.Options{Verbosity: 10})
-}
-
-func (s *logSink) find(substr string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, l := range s.lines {
-		if strings.Contains(l, substr) {
-			return l
-		}
-	}
-	return ""
-}
-
-// all returns every line containing substr.
-func (s *logSink) all(substr string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, l := range s.lines {
-		if strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func TestDecisionD12_PanickingHookIsAFailedSync(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		var logs logSink
-		metrics := newFakeMetrics()
-		r := newRig(t, podworker.Options[struct{}]{Logger: logs.logger(), Metrics: metrics, BackOff: time.Second})
-		r.start()
-		p := mkPod("p")
-		r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Panic: "sync exploded"})
-		r.update(podworker.SyncPodCreate, p)
-		r.settle()
-		assert.Equal(t, "sync:create=panic", r.trace("p"))
-		line := logs.find("sync exploded")
-		require.NotEmpty(t, line, "the panic is logged")
-		assert.Contains(t, line, "goroutine", "with its stack")
-		assert.Contains(t, line, `"podUID"="p"`)
-		assert.Equal(t, 1, metrics.counter("panics"))
-		assert.Equal(t, 1, metrics.counter("retries/sync"))
-
-		time.Sleep(2 * time.Second) // the backoff
-		assert.Equal(t, "sync:create=panic sync:sync", r.trace("p"), "retried with backoff")
-		calls := r.f.CallsFor("p")
-		between(t, calls[1].Time.Sub(calls[0].Time), time.Second, 1500*time.Millisecond, "backoff")
-
-		r.f.Next("p", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Panic: errBoom})
-		r.f.Next("p", podworkertest.HookSyncTerminatedPod, podworkertest.Result{Panic: 42})
-		r.kill(p, nil)
-		time.Sleep(time.Minute)
-		assert.Equal(t, "sync:create=panic sync:sync kill(30)=panic kill(30) terminated=panic terminated", r.trace("p"))
-		assert.True(t, r.info("p").Finished)
-		assert.Equal(t, 3, metrics.counter("panics"))
-
-		r.stop() // Run returns cleanly (nil; Start reports any error)
-		require.ErrorIs(t, r.w.UpdatePod(r.ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: mkPod("q")}), podworker.ErrStopped)
-	})
-}
-
-func TestShutdown(t *testing.T) {
-	t.Run("Run returns only after every hook returned, even one that ignores ctx", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := newRig(t, podworker.Options[struct{}]{})
-			stuck := r.f.HoldUncancelable("stuck", podworkertest.HookSyncPod)
-			polite := r.hold("polite", podworkertest.HookSyncTerminatingPod)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- r.w.Run(ctx) }()
-			r.update(podworker.SyncPodCreate, mkPod("stuck"))
-			r.kill(mkPod("polite"), nil)
-			r.entered(stuck)
-			r.entered(polite)
-			cancel()
-			synctest.Wait()
-			select {
-			case err := <-done:
-				t.Fatalf("Run returned %v while a hook still ran", err)
-			default:
-			}
-			requireClosed(t, polite.Returned())
-			assert.True(t, r.f.CallsFor("polite")[0].Canceled, "a running hook's ctx is cancelled at shutdown")
-			assert.Equal(t, 1, r.f.InFlight())
-			stuck.Release()
-			require.NoError(t, <-done)
-			assert.Equal(t, 0, r.f.InFlight())
-
-			// Afterwards: ErrStopped, the window still answers, and nothing more runs.
-			require.ErrorIs(t, r.w.UpdatePod(r.ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodUpdate, Pod: mkPod("stuck")}), podworker.ErrStopped)
-			require.ErrorIs(t, r.w.KillPod(r.ctx, mkPod("stuck"), podworker.KillPodOptions{}), podworker.ErrStopped)
-			require.ErrorIs(t, r.w.Run(context.Background()), podworker.ErrStopped)
-			assert.True(t, r.w.CouldHaveRunningContainers("polite"))
-			assert.Equal(t, podworker.StageTerminating, r.info("polite").Stage)
-			_, _, err := r.w.WaitFor(r.ctx, "polite", func(info podworker.PodInfo, _ bool) bool { return info.Finished })
-			require.ErrorIs(t, err, podworker.ErrStopped)
-			time.Sleep(time.Hour)
-			assert.Equal(t, "kill(30)=canceled", r.trace("polite"), "no retry after shutdown")
-		})
-	})
-	t.Run("no goroutine is left", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			before := bubbleGoroutines()
-			r := startRig(t, podworker.Options[struct{}]{ResyncInterval: time.Second})
-			for i := range 50 {
-				r.update(podworker.SyncPodCreate, mkPod(fmt.Sprint(i)))
-			}
-			r.f.Always(podworkertest.AnyUID, podworkertest.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
-			for i := range 25 {
-				r.kill(mkPod(fmt.Sprint(i)), nil)
-			}
-			g := r.hold("49", podworkertest.HookSyncPod)
-			time.Sleep(5 * time.Second)
-			r.entered(g)
-			r.w.Subscribe(make(chan podworker.Transition, 1))
-			r.stop()
-			// Goroutines that are done may still be returning: settle, and
-			// anything left is blocked for good, a leak.
-			r.settle()
-			assert.Equal(t, before, bubbleGoroutines())
-			// Leaving the bubble also fails if any goroutine it started is
-			// still there.
-		})
-	})
-	t.Run("KillPod waiting when Run stops returns ErrStopped", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{})
-			r.f.Always("p", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
-			res := make(chan error, 1)
-			go func() { res <- r.w.KillPod(context.Background(), mkPod("p"), podworker.KillPodOptions{}) }()
-			r.settle()
-			r.stop()
-			require.ErrorIs(t, <-res, podworker.ErrStopped)
-		})
-	})
-	t.Run("a second Run while running is an error", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{})
-			r.settle()
-			err := r.w.Run(context.Background())
-			require.Error(t, err)
-			require.NotErrorIs(t, err, podworker.ErrStopped)
 		})
 	})
 }

@@ -25,9 +25,13 @@
 //     knows, then sends SyncPodCreate for desired pods missing from the
 //     result, and kills runtime pods no worker knows with a RunningPod
 //     update. lifecycle.Handler.Housekeeping does all of it.
-//  5. Asks the window (CouldHaveRunningContainers, ShouldPodContentBeRemoved,
+//  5. Reports runtime events (a container exited) with Resync(uid), so the
+//     pod's hook runs again soon rather than at the next resync.
+//  6. Asks the window (CouldHaveRunningContainers, ShouldPodContentBeRemoved,
 //     ...) before touching a pod's resources from any other loop, and may
-//     watch transitions with Subscribe or WaitFor.
+//     watch transitions with Subscribe, WaitFor or WaitForStage, and read
+//     how each pod's last sync went with Pod (LastSyncError,
+//     ConsecutiveFailures, NextSyncTime).
 //
 // # Lifecycle
 //
@@ -60,6 +64,22 @@
 // the opposite before (a pod could still be running from before the agent
 // started).
 //
+// # Inside the engine
+//
+// The engine is two layers, in the manner of etcd raft's RawNode and Node.
+// The state machine (the unexported machine type, machine*.go and
+// queue.go) holds every worker's record and makes every transition: it has
+// no goroutines, locks or channels and calls no hook. Each call returns
+// what must happen as effects — stage changes to publish, CompletedChs to
+// close, hook contexts to cancel, hooks to report as slow, workers or the
+// timer loop to wake — or, for a worker, the next hook call to make. The
+// driver, PodWorkers (podworkers.go, worker.go), serializes calls to the
+// machine under one lock and applies the effects: it publishes stage
+// changes (metrics, Subscribe, WaitFor) under the lock, so they go out in
+// order, and closes channels, cancels contexts and logs after releasing
+// it. The machine's tests (machine_test.go, testdata/*.txt) drive it alone,
+// deterministically, with no goroutine.
+//
 // # Concurrency
 //
 // Every method of PodWorkers is safe for concurrent use. Hooks of one UID
@@ -71,18 +91,37 @@
 //
 // Hooks get a context that is cancelled when the pod's termination starts
 // (SyncPod), when its grace period shortens (SyncTerminatingPod), and when
-// Run shuts down. A hook that returns an error, or panics, is retried with
+// Run shuts down. A hook that keeps running Options.SlowHookWarning after
+// that (a minute by default) is logged by name, again at that pace, and
+// counted; a shutting-down Run says which hooks it still waits for. (A
+// context no hook runs with, and that nobody listens to through Done or a
+// derived context, is kept for the next hook rather than cancelled: only a
+// hook that kept it past its return could tell.) A hook
+// that returns an error, or panics, is retried with
 // per-pod exponential backoff (Options.BackOff to MaxBackOff, jittered); an
 // error made with RetryAfter says when. A successful SyncPod is repeated
 // every ResyncInterval. A newer update always runs as soon as the current
 // hook returns.
+//
+// # Grace periods
+//
+// SyncTerminatingPod gets the shortest grace period requested so far: the
+// pod's deletion grace period or a kill's override, else the pod's
+// spec.terminationGracePeriodSeconds, else 1. Once set it only ever shortens
+// (a shorter request cancels the running SyncTerminatingPod, which is called
+// again with it). One rule covers odd values, whatever their source: a
+// request below 1 (0 or negative) means 1 — as the API server and the
+// kubelet treat them — and never an error; a request above
+// MaxGracePeriodSeconds (about 100 years) means MaxGracePeriodSeconds, so
+// that time.Duration(gracePeriod)*time.Second never overflows. PodInfo's
+// GracePeriod shows the value in effect.
 //
 // # Where podkit differs from the kubelet
 //
 // The behaviour follows the kubelet's pod workers (v1.37.2) except:
 //
 //   - D1: the effective grace period only ever shortens once set; a request
-//     of 0 means 1.
+//     below 1 means 1 (see Grace periods).
 //   - D2: a kill's CompletedCh is closed exactly when the pod can no longer
 //     have running containers, on every path (never started, already
 //     finished, runtime-only, forgotten orphans).
@@ -101,10 +140,19 @@
 //   - D11: goroutines only while a pod has work; no added wait per
 //     transition.
 //   - D12: a panicking hook is a failed sync; Run shuts down cleanly.
+//   - D13: a static pod that never started (its termination was requested
+//     while it waited for its full name) keeps the pod it was given:
+//     PodInfo.Pod shows it and SyncKnownPods reports HasConfig true (the
+//     kubelet reports false, having no active update for it).
+//   - D14: the engine never writes to the caller's KillPodOptions (the
+//     kubelet writes the effective grace back into its override); read the
+//     effective grace period with Pod.
+//   - D15: no "network not ready" retry rule: the kubelet retries an error
+//     mentioning it after 1 second; podkit matches no error text, and a
+//     syncer asks for a quick retry with RetryAfter.
 //
-// Also: the engine never writes to the caller's KillPodOptions (read the
-// effective grace period with Pod), static-pod start ordering is O(1) per
-// update, a runtime-only kill of a terminated pod is ignored, and a
-// SyncPodCreate during termination is only remembered (RestartRequested),
-// as in the kubelet.
+// D5 and D6 belong to the mirror and podmanager packages. Also as in the
+// kubelet, on purpose: static-pod start ordering (O(1) per update here), a
+// runtime-only kill of a terminated pod is ignored, and a SyncPodCreate
+// during termination is only remembered (RestartRequested).
 package podworker

@@ -19,7 +19,13 @@ var (
 // RetryAfter wraps err so that the engine retries the failed hook after d
 // instead of after its own exponential backoff. A d below zero means "at
 // once"; a d above Options.MaxBackOff is clamped to it. The returned error
-// unwraps to err. RetryAfter(nil, d) is nil.
+// unwraps to err and is a RetryDelayer. RetryAfter(nil, d) is nil.
+//
+// The engine finds the delay anywhere in the error a hook returns: wrapped
+// with fmt.Errorf("...: %w", err), joined with errors.Join, or collected in
+// a k8s.io/apimachinery/pkg/util/errors Aggregate (which has Errors() and
+// no Unwrap), at any depth. When several delays are found, the shortest
+// wins.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil
@@ -38,14 +44,31 @@ func (e *retryAfterError) Unwrap() error { return e.err }
 // RetryDelay reports the delay the error asks for.
 func (e *retryAfterError) RetryDelay() time.Duration { return e.after }
 
-// retryDelayOf finds the earliest retry delay carried anywhere in err's tree.
+// RetryDelayer is implemented by an error that says when the failed hook
+// should be retried: RetryDelay returns the delay (see RetryAfter, which
+// makes one). A syncer's own error type may implement it instead of being
+// wrapped with RetryAfter; the engine looks for it in the whole error tree,
+// as RetryAfter says.
+type RetryDelayer interface {
+	RetryDelay() time.Duration
+}
+
+// maxErrorNodes bounds how many errors of one tree retryDelayOf looks at,
+// so that a huge (or cyclic) error from a hook cannot stall the engine.
+const maxErrorNodes = 1024
+
+// retryDelayOf finds the shortest retry delay carried anywhere in err's
+// tree: through Unwrap() error, Unwrap() []error (errors.Join) and
+// Errors() []error (apimachinery's Aggregate).
 func retryDelayOf(err error) (time.Duration, bool) {
 	var found bool
 	var best time.Duration
+	seen := 0
 	var walk func(error)
 	walk = func(e error) {
-		for e != nil {
-			if r, ok := e.(interface{ RetryDelay() time.Duration }); ok {
+		for e != nil && seen < maxErrorNodes {
+			seen++
+			if r, ok := e.(RetryDelayer); ok {
 				if d := r.RetryDelay(); !found || d < best {
 					best, found = d, true
 				}
@@ -53,6 +76,11 @@ func retryDelayOf(err error) (time.Duration, bool) {
 			switch x := e.(type) {
 			case interface{ Unwrap() []error }:
 				for _, inner := range x.Unwrap() {
+					walk(inner)
+				}
+				return
+			case interface{ Errors() []error }:
+				for _, inner := range x.Errors() {
 					walk(inner)
 				}
 				return
@@ -66,6 +94,10 @@ func retryDelayOf(err error) (time.Duration, bool) {
 	walk(err)
 	return best, found
 }
+
+// errCompletedChReused is logged when the engine finds a CompletedCh
+// already closed.
+var errCompletedChReused = errors.New("podworker: CompletedCh closed twice")
 
 // panicError is the failure a panicking hook turns into.
 type panicError struct {

@@ -43,7 +43,6 @@ func TestUpdatePodRejectsBadInput(t *testing.T) {
 		{"a running pod with a mirror pod", podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, RunningPod: rp, MirrorPod: mkPod("m")}, "mirror"},
 		{"a mirror pod of another name", podworker.UpdatePodOptions{UpdateType: podworker.SyncPodUpdate, Pod: mkPod("p"), MirrorPod: otherName}, "full name"},
 		{"a mirror pod of another namespace", podworker.UpdatePodOptions{UpdateType: podworker.SyncPodUpdate, Pod: mkPod("p"), MirrorPod: otherNS}, "full name"},
-		{"a negative grace override", podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: mkPod("p"), KillPodOptions: &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(-1)}}, "grace period"},
 		{"an unknown update type", podworker.UpdatePodOptions{UpdateType: podworker.UpdateType(42), Pod: mkPod("p")}, "update type 42"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +75,9 @@ func TestUpdatePodBadInputLeavesKnownPodAlone(t *testing.T) {
 		p := mkPod("p")
 		r.started(p)
 		before := r.info("p")
-		err := r.w.UpdatePod(r.ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: p, KillPodOptions: &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(-5)}})
+		other := mkPod("p")
+		other.Name = "other"
+		err := r.w.UpdatePod(r.ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: p, MirrorPod: other})
 		require.ErrorIs(t, err, podworker.ErrInvalidUpdate)
 		r.settle()
 		assert.Equal(t, before, r.info("p"))
@@ -91,7 +92,6 @@ func TestKillPodRejectsBadInput(t *testing.T) {
 		noUID := mkPod("p")
 		noUID.UID = ""
 		require.ErrorIs(t, r.w.KillPod(r.ctx, noUID, podworker.KillPodOptions{}), podworker.ErrInvalidUpdate)
-		require.ErrorIs(t, r.w.KillPod(r.ctx, mkPod("p"), podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(-1)}), podworker.ErrInvalidUpdate)
 		r.settle()
 		assert.Empty(t, r.w.Pods())
 	})
@@ -290,14 +290,14 @@ func TestHookErrorsAreLogged(t *testing.T) {
 		var logs logSink
 		r := newRig(t, podworker.Options[struct{}]{Logger: logs.logger()})
 		r.start()
-		r.f.Next("p", podworkertest.HookSyncPod, podworkertest.Result{Err: fmt.Errorf("image pull: %w", errBoom)})
+		r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: fmt.Errorf("image pull: %w", errBoom)})
 		r.update(podworker.SyncPodCreate, mkPod("p"))
 		r.settle()
 		line := logs.find("image pull")
 		require.NotEmpty(t, line)
 		assert.Contains(t, line, `"podUID"="p"`)
 
-		r.f.Next("q", podworkertest.HookSyncPod, podworkertest.Result{Err: context.Canceled})
+		r.f.Next("q", podworker.HookSyncPod, podworkertest.Result{Err: context.Canceled})
 		r.update(podworker.SyncPodCreate, mkPod("q"))
 		r.settle()
 		for _, l := range logs.all(`"podUID"="q"`) {

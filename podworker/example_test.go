@@ -126,3 +126,44 @@ func ExampleRetryAfter() {
 	// attempt 2 on sync failed
 	// attempt 3 on sync succeeded
 }
+
+// A kill that arrives before the pod's create terminates the UID for good:
+// the later create is a restart request, and the UID starts over once
+// housekeeping (SyncKnownPods) has forgotten its finished worker.
+func ExamplePodWorkers_KillPod_beforeCreate() {
+	synced := make(chan struct{}, 1)
+	syncer := podworker.PodSyncerFuncs[struct{}]{
+		SyncPodFunc: func(_ context.Context, ut podworker.UpdateType, pod, _ *v1.Pod, _ struct{}) (bool, error) {
+			fmt.Println("SyncPod", ut, pod.Name)
+			synced <- struct{}{}
+			return false, nil
+		},
+	}
+	w, _ := podworker.New[struct{}](syncer, podworker.Options[struct{}]{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = w.Run(ctx) }()
+
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "uid-1", Namespace: "default", Name: "web"}}
+	if err := w.KillPod(ctx, pod, podworker.KillPodOptions{}); err != nil {
+		fmt.Println("kill:", err)
+	}
+	if err := w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod}); err != nil {
+		fmt.Println("create:", err)
+	}
+	info, _ := w.WaitForStage(ctx, pod.UID, podworker.StageFinished)
+	fmt.Println("after the create:", info.Stage, "restart requested:", info.RestartRequested)
+
+	// Start over: housekeeping forgets the worker, then the create starts it.
+	w.SyncKnownPods([]*v1.Pod{pod})
+	if err := w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod}); err != nil {
+		fmt.Println("create:", err)
+	}
+	<-synced
+	info, _ = w.Pod(pod.UID)
+	fmt.Println("after starting over:", info.Stage)
+	// Output:
+	// after the create: finished restart requested: true
+	// SyncPod create web
+	// after starting over: syncing
+}

@@ -1,7 +1,9 @@
 package podworker
 
 import (
+	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	v1 "k8s.io/api/core/v1"
@@ -31,7 +33,14 @@ func TestEffectiveGrace(t *testing.T) {
 		{name: "the shortest request wins, whatever its source", spec: p(30), deletion: p(2), override: p(5), want: 2},
 		{name: "a first request longer than the spec is honoured", spec: p(30), deletion: p(60), want: 60},
 		{name: "a first override longer than the spec is honoured", spec: p(30), override: p(45), want: 45},
-		{name: "a negative request counts as 1", spec: p(30), override: p(-3), want: 1},
+		{name: "a negative override counts as 1", spec: p(30), override: p(-3), want: 1},
+		{name: "a negative deletion grace counts as 1", spec: p(30), deletion: p(-3), want: 1},
+		{name: "a negative spec grace counts as 1", spec: p(-30), want: 1},
+		// MaxGracePeriodSeconds.
+		{name: "a huge spec grace is clamped", spec: p(math.MaxInt64), want: MaxGracePeriodSeconds},
+		{name: "a huge deletion grace is clamped", spec: p(30), deletion: p(1e12), want: MaxGracePeriodSeconds},
+		{name: "a huge override is clamped", spec: p(30), override: p(math.MaxInt64), want: MaxGracePeriodSeconds},
+		{name: "the most negative request counts as 1", deletion: p(math.MinInt64), want: 1},
 		{name: "the spec does not apply once a grace is set", current: 10, spec: p(5), want: 10},
 		// Decision D1.
 		{name: "D1: a force delete then a longer override keeps 1", current: 1, override: p(5), want: 1},
@@ -57,4 +66,14 @@ func TestEffectiveGrace(t *testing.T) {
 		got, _ = effectiveGrace(0, nil, p(0))
 		assert.Equal(t, int64(1), got)
 	})
+}
+
+// TestMaxGracePeriodSecondsConvertsWithoutOverflow: the longest grace period
+// the engine hands out is still a positive duration of many years, and stays
+// one when a syncer doubles it.
+func TestMaxGracePeriodSecondsConvertsWithoutOverflow(t *testing.T) {
+	d := time.Duration(MaxGracePeriodSeconds) * time.Second
+	assert.Greater(t, d, 99*365*24*time.Hour)
+	assert.Greater(t, 2*d, d, "doubling it does not overflow")
+	assert.Equal(t, MaxGracePeriodSeconds, int64(d/time.Second), "the conversion is exact")
 }

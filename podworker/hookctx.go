@@ -3,6 +3,7 @@ package podworker
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,26 +15,42 @@ import (
 // its channel is only made when a hook asks for it. It implements the
 // AfterFunc method the context package looks for, so contexts a hook
 // derives from it need no goroutine to follow its cancellation.
+//
+// It also knows whether anyone can see it cancelled (observed): a context
+// whose Done was never called and that has no AfterFunc registered, while
+// no hook runs with it, cannot be told from a live one except by Err, which
+// only a hook may call. The machine keeps such a context instead of
+// cancelling it and making another.
 type hookCtx struct {
 	values context.Context
 
-	mu    sync.Mutex
-	done  chan struct{} // made on first Done, closed on cancel
-	err   error
+	mu sync.Mutex
+	// done is made on first Done and closed on cancel.
+	done chan struct{}
+	// after are the AfterFunc callbacks not yet run or stopped.
 	after map[*func()]struct{}
+	// state holds ctxObserved and ctxCancelled.
+	state atomic.Uint32
 }
 
-func newHookCtx(values context.Context) *hookCtx { return &hookCtx{values: values} }
+const (
+	ctxObserved uint32 = 1 << iota
+	ctxCancelled
+)
 
 func (c *hookCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c *hookCtx) Value(key any) any           { return c.values.Value(key) }
+
+// observed reports whether Done was called or an AfterFunc registered.
+func (c *hookCtx) observed() bool { return c.state.Load()&ctxObserved != 0 }
 
 func (c *hookCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done == nil {
+		c.state.Or(ctxObserved)
 		c.done = make(chan struct{})
-		if c.err != nil {
+		if c.state.Load()&ctxCancelled != 0 {
 			close(c.done)
 		}
 	}
@@ -41,19 +58,21 @@ func (c *hookCtx) Done() <-chan struct{} {
 }
 
 func (c *hookCtx) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
+	if c.state.Load()&ctxCancelled != 0 {
+		return context.Canceled
+	}
+	return nil
 }
 
-// cancel cancels the context; later calls do nothing.
+// cancel cancels the context; later calls do nothing. The driver calls it,
+// outside its lock, when the machine asks.
 func (c *hookCtx) cancel() {
 	c.mu.Lock()
-	if c.err != nil {
+	if c.state.Load()&ctxCancelled != 0 {
 		c.mu.Unlock()
 		return
 	}
-	c.err = context.Canceled
+	c.state.Or(ctxCancelled)
 	if c.done != nil {
 		close(c.done)
 	}
@@ -71,7 +90,8 @@ func (c *hookCtx) cancel() {
 func (c *hookCtx) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil {
+	c.state.Or(ctxObserved)
+	if c.state.Load()&ctxCancelled != 0 {
 		go f()
 		return func() bool { return false }
 	}

@@ -1,9 +1,9 @@
 package podworker
 
 import (
+	"context"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -11,15 +11,30 @@ import (
 	"github.com/podkit/podkit/internal/timerheap"
 )
 
-// machine is the pod workers' state and every transition of it, with no
-// goroutines, locks or hooks: the driver (PodWorkers) serializes calls to it
-// and runs the hooks it hands out. Time is always passed in.
+// machine is the pod workers' state and every transition of it: the
+// engine's pure core, in the manner of raft's RawNode. It has no
+// goroutines, locks, channels or hooks, and causes nothing outside itself:
+// each call takes an *effects from its caller (the driver, PodWorkers) and
+// fills it with what must happen — stage changes to publish, CompletedChs
+// to close, hook contexts to cancel, slow hooks to report, workers to wake,
+// the timer loop to wake — and the driver applies them, outside its lock
+// where that is safe. The driver serializes calls; the machine reads time
+// from the clock it was configured with, at most once per call.
 //
 // Work moves through three places: a record with something to do now is in
 // a ready queue (termination work and setup work apart, so the driver can
 // prefer termination); a record waiting for a retry or resync is in the
-// delay heap; a record whose hook runs is in neither (fRunning).
+// delay heap; a record whose hook runs is in neither (fRunning) until
+// complete.
+//
+// Its files: machine.go (state, configuration, effects), machine_update.go
+// (UpdatePod, Resync), machine_hooks.go (next, complete, timers),
+// machine_static.go (static pod slots), machine_known.go (SyncKnownPods,
+// forgetting, shutdown), machine_window.go (the window and snapshots), and
+// queue.go (ready queues and the delay heap).
 type machine struct {
+	cfg machineConfig
+
 	records map[types.UID]*record
 	// peak is the most records held since the map was last rebuilt: Go maps
 	// never give memory back, so syncKnown rebuilds a map that shrank a lot.
@@ -32,705 +47,172 @@ type machine struct {
 
 	readyTerm, readySync list
 	delayed              timerheap.Heap[*record]
-	// earliest is set when the delay heap's first due time moved earlier.
-	earliest bool
+	// bulk is set while syncKnown runs: records it forgets leave the delay
+	// heap in one O(n) pass at its end (bulkRemoved counts them) rather
+	// than one O(log n) removal each.
+	bulk        bool
+	bulkRemoved int
+	// bulkForgotten counts the records syncKnown forgot, left in the map
+	// until its end (dropForgotten).
+	bulkForgotten int
 
-	resync, backOff, maxBackOff time.Duration
-	metrics                     *metrics
-	// onMove, when set, is told of every stage change.
-	onMove func(r *record, from, to Stage)
-
-	// clock is read at most once per operation, and only when the
-	// operation needs the time (reading it is not free on every machine).
-	clock  clock.PassiveClock
-	nowAt  time.Time
+	// epoch is the time tick 0 stands for; nowAt/nowSet cache the current
+	// call's reading of the clock.
+	epoch  time.Time
+	nowAt  tick
 	nowSet bool
-	// stampUpdates: fill in an update's missing StartTime (latency metrics).
-	stampUpdates bool
-	// trackSyncTime: remember when each hook returned (for StatusSource).
-	trackSyncTime bool
 }
 
-// tick starts a new operation: the next now() reads the clock again.
-func (m *machine) tick() { m.nowSet = false }
+// machineConfig is the machine's configuration, given once to newMachine.
+type machineConfig struct {
+	// clock is read at most once per call, and only when the call needs
+	// the time (reading it is not free on every machine).
+	clock clock.PassiveClock
+	// resync, backOff and maxBackOff are Options' (resync <= 0: none).
+	resync, backOff, maxBackOff time.Duration
+	// slowWarning is how long a hook may run after its context was
+	// cancelled before it is reported (0: never).
+	slowWarning time.Duration
+	// stampUpdates fills in an update's missing StartTime (latency metrics).
+	stampUpdates bool
+	// jitter spreads a retry or resync delay (jitter.Up by half, unless a
+	// test wants the delays exact).
+	jitter func(time.Duration) time.Duration
+	// hookValues gives the context a record's hooks get its values. It is
+	// called while the driver's lock is held, when a record first needs a
+	// context and after each cancellation; name gives the pod's full name
+	// if it wants one.
+	hookValues func(uid types.UID, name podNamer) context.Context
+}
 
-// now returns the time of the current operation.
-func (m *machine) now() time.Time {
+// podNamer gives a pod's full name, built only when asked.
+type podNamer interface{ fullNameOf() string }
+
+func newMachine(cfg machineConfig) *machine {
+	if cfg.jitter == nil {
+		cfg.jitter = func(d time.Duration) time.Duration { return jitter.Up(d, 0.5) }
+	}
+	return &machine{
+		cfg:       cfg,
+		records:   map[types.UID]*record{},
+		static:    map[string]*staticSlot{},
+		readyTerm: list{kind: readyLink},
+		readySync: list{kind: readyLink},
+		epoch:     cfg.clock.Now(),
+	}
+}
+
+// tick is a point in time as the machine keeps it: nanoseconds since its
+// epoch (monotonic when the clock gives monotonic readings), 8 bytes where
+// a time.Time takes 24.
+type tick int64
+
+// resetNow starts a call: the next now() reads the clock again.
+func (m *machine) resetNow() { m.nowSet = false }
+
+// now returns the time of the current call.
+func (m *machine) now() tick {
 	if !m.nowSet {
-		m.nowAt, m.nowSet = m.clock.Now(), true
+		m.nowAt, m.nowSet = m.ticks(m.cfg.clock.Now()), true
 	}
 	return m.nowAt
 }
 
-// staticSlot serializes static pods sharing a full name: one holder at a
-// time, the others waiting in arrival order.
-type staticSlot struct {
-	holder  *record
-	waiting list
+func (m *machine) ticks(t time.Time) tick { return tick(t.Sub(m.epoch)) }
+
+// nowTime returns the time of the current call.
+func (m *machine) nowTime() time.Time      { return m.timeOf(m.now()) }
+func (m *machine) timeOf(t tick) time.Time { return m.epoch.Add(time.Duration(t)) }
+
+// effects are what one call of the machine asks the driver to do. The
+// driver passes a zero effects, and applies it after the call.
+type effects struct {
+	// moves are the stage changes of the call, in order.
+	moves smallBuf[move]
+	// closes are the CompletedChs that must be closed now.
+	closes smallBuf[closeReq]
+	// cancels are the hook contexts that must be cancelled now.
+	cancels smallBuf[*hookCtx]
+	// slow are hooks still running after their context was cancelled.
+	slow []slowHook
+	// returned is the UID whose hook returned (complete), "" if none: its
+	// snapshot changed even when its stage did not.
+	returned types.UID
+	// ready: a ready queue gained work; a worker should take it.
+	ready bool
+	// wake: the delay heap's first due time moved earlier; the timer loop
+	// should look again.
+	wake bool
+	// quiet is set by the driver when nobody counts or watches stage
+	// changes: moves are then not recorded.
+	quiet bool
 }
 
-func newStaticSlot() *staticSlot { return &staticSlot{waiting: list{kind: waitLink}} }
-
-// killRequest is the part of KillPodOptions the machine keeps.
-type killRequest struct {
-	chans    [2]chan<- struct{}
-	evict    bool
-	statusFn func(*v1.PodStatus)
-	override *int64
+// move is one stage change of a worker.
+type move struct {
+	uid      types.UID
+	rec      *record
+	from, to Stage
 }
 
-// work is what one hook call needs, handed from begin to complete.
-type work struct {
-	state        State
-	runtimeOnly  bool
-	checkStopped bool
-	updateType   UpdateType
-	pod, mirror  *v1.Pod
-	runningPod   RuntimePod
-	grace        int64
-	statusFn     func(*v1.PodStatus)
-	startTime    time.Time
-	lastSync     time.Time
+// closeReq is one CompletedCh to close, and the pod it belongs to (to name
+// it, should the channel already be closed).
+type closeReq struct {
+	ch  chan<- struct{}
+	rec *record
 }
 
-func newMachine(clk clock.PassiveClock, resync, backOff, maxBackOff time.Duration, m *metrics) *machine {
-	return &machine{
-		clock:      clk,
-		records:    map[types.UID]*record{},
-		static:     map[string]*staticSlot{},
-		readyTerm:  list{kind: readyLink},
-		readySync:  list{kind: readyLink},
-		resync:     resync,
-		backOff:    backOff,
-		maxBackOff: maxBackOff,
-		metrics:    m,
+// slowHook is a hook still running slowWarning (or a multiple of it) after
+// its context was cancelled, for the driver to report.
+type slowHook struct {
+	uid      types.UID
+	fullName string
+	hook     Hook
+	// cancelled is how long ago the hook's context was cancelled.
+	cancelled time.Duration
+	// first: this is the first report of this hook call.
+	first bool
+}
+
+// smallBuf is an append-only list that keeps its first items inline, so
+// that a call with few effects allocates nothing.
+type smallBuf[T any] struct {
+	n      int
+	inline [2]T
+	more   []T
+}
+
+func (b *smallBuf[T]) add(v T) {
+	if b.n < len(b.inline) {
+		b.inline[b.n] = v
+	} else {
+		b.more = append(b.more, v)
 	}
+	b.n++
 }
 
-func (m *machine) moved(r *record, from Stage) {
+func (b *smallBuf[T]) len() int { return b.n }
+
+func (b *smallBuf[T]) at(i int) T {
+	if i < len(b.inline) {
+		return b.inline[i]
+	}
+	return b.more[i-len(b.inline)]
+}
+
+// moved records r's stage change from from, if it changed.
+func (m *machine) moved(r *record, from Stage, fx *effects) {
+	if fx.quiet {
+		return
+	}
 	to := r.stage()
 	if r.has(fForgotten) {
 		to = StageAbsent
 	}
-	if from == to {
-		return
-	}
-	m.metrics.moved(from, to)
-	if m.onMove != nil {
-		m.onMove(r, from, to)
+	if from != to && !fx.quiet {
+		fx.moves.add(move{uid: r.uid, rec: r, from: from, to: to})
 	}
 }
 
-// apply records one validated update (UpdatePod).
-func (m *machine) apply(u update, k killRequest) {
-	runtimeOnly := u.pod == nil
-	var uid types.UID
-	if runtimeOnly {
-		uid = u.runningPod.UID
-	} else {
-		uid = u.pod.UID
-		u.runningPod = nil
-	}
-	if u.startTime.IsZero() && m.stampUpdates {
-		u.startTime = m.now()
-	}
-
-	r := m.records[uid]
-	first := r == nil
-	from := StageAbsent
-	if first {
-		r = &record{uid: uid, heapIdx: -1}
-		if runtimeOnly {
-			r.fullName = buildFullName(u.runningPod.Name, u.runningPod.Namespace)
-		} else {
-			r.fullName = buildFullName(u.pod.Name, u.pod.Namespace)
-		}
-		if !runtimeOnly {
-			if isStaticPod(u.pod) {
-				r.flags |= fStatic
-			}
-			if isTerminalPhase(u.pod) {
-				r.flags |= fFirstSeenTerminal
-			}
-		}
-		m.records[uid] = r
-		m.peak = max(m.peak, len(m.records))
-		if r.has(fStatic) {
-			m.waitStatic(r)
-		}
-	} else {
-		from = r.stage()
-	}
-	defer m.moved(r, from)
-
-	pod := u.pod
-	if runtimeOnly {
-		r.flags |= fObservedRuntime
-		if p := r.knownPod(); p != nil {
-			// A runtime kill of a pod the worker knows is a kill of that pod.
-			u.pod, u.runningPod, pod = p, nil, p
-		}
-	}
-
-	if !first && r.has(fTermRequested) && u.updateType == SyncPodCreate {
-		r.flags |= fRestartRequested
-		m.keepOrClose(r, k)
-		return
-	}
-	becameTerminating := false
-	switch {
-	case r.has(fTermRequested):
-		// Decision D3: a later deletion or eviction still counts, also
-		// once the pod is finished (ShouldPodContentBeRemoved changes).
-		if runtimeOnly || pod.DeletionTimestamp != nil {
-			r.flags |= fDeleted
-		}
-		if u.updateType == SyncPodKill && k.evict {
-			r.flags |= fEvicted
-		}
-	case runtimeOnly, pod.DeletionTimestamp != nil:
-		r.flags |= fDeleted
-		becameTerminating = true
-	case isTerminalPhase(pod):
-		becameTerminating = true
-	case u.updateType == SyncPodKill:
-		if k.evict {
-			r.flags |= fEvicted
-		}
-		becameTerminating = true
-	}
-	if becameTerminating {
-		r.flags |= fTermRequested
-		m.unwaitStatic(r)
-	}
-	if r.has(fFinished) {
-		// Finished implies termination was requested: nothing more runs.
-		closeAll(k.chans[:])
-		return
-	}
-
-	shortened := false
-	switch {
-	case r.has(fTerminated):
-		closeAll(k.chans[:])
-		if runtimeOnly {
-			// A stale runtime listing must not rerun cleanup.
-			return
-		}
-	case r.has(fTermRequested):
-		r.addCompleted(k.chans[:])
-		if k.statusFn != nil {
-			r.statusFn = k.statusFn
-		}
-		r.gracePeriod, shortened = effectiveGrace(r.gracePeriod, pod, k.override)
-	default:
-		// Decision D2: channels close when no container can run, not before.
-		r.addCompleted(k.chans[:])
-	}
-
-	if r.has(fHasPending) && r.pending.startTime.Before(u.startTime) {
-		u.startTime = r.pending.startTime
-	}
-	r.pending = u
-	r.flags |= fHasPending
-	m.makeReady(r)
-
-	if becameTerminating || shortened {
-		r.cancelHooks()
-	}
-}
-
-// cancelHooks cancels the context of r's hooks, if it has one; the next hook
-// gets a new one.
-func (r *record) cancelHooks() {
-	if r.ctx != nil {
-		r.ctx.cancel()
-		r.ctx = nil
-	}
-}
-
-// keepOrClose attaches a request's channels to r, or closes them when r can
-// no longer have running containers.
-func (m *machine) keepOrClose(r *record, k killRequest) {
-	if r.has(fTerminated) || r.has(fFinished) {
-		closeAll(k.chans[:])
-		return
-	}
-	r.addCompleted(k.chans[:])
-}
-
-func (r *record) addCompleted(chans []chan<- struct{}) {
-	for _, ch := range chans {
-		if ch != nil {
-			r.completed = append(r.completed, ch)
-		}
-	}
-}
-
-// closeCompleted closes and forgets every channel waiting on r.
-func (r *record) closeCompleted() {
-	closeAll(r.completed)
-	r.completed = nil
-}
-
-// detach forgets ch without closing it (a KillPod whose ctx ended).
-func (r *record) detach(ch chan<- struct{}) {
-	for i, c := range r.completed {
-		if c == ch {
-			r.completed = append(r.completed[:i], r.completed[i+1:]...)
-			if len(r.completed) == 0 {
-				r.completed = nil
-			}
-			return
-		}
-	}
-}
-
-// closeAll closes every non-nil channel. A channel the caller already closed
-// (a contract violation) is survived rather than crashing the engine.
-func closeAll(chans []chan<- struct{}) {
-	for _, ch := range chans {
-		if ch != nil {
-			closeQuietly(ch)
-		}
-	}
-}
-
-func closeQuietly(ch chan<- struct{}) {
-	defer func() { _ = recover() }()
-	close(ch)
-}
-
-// makeReady puts r in the ready queue that fits its work, unless its hook
-// is running (the driver looks for pending work when the hook returns).
-func (m *machine) makeReady(r *record) {
-	if r.has(fRunning) {
-		return
-	}
-	if r.heapIdx >= 0 {
-		m.delayed.Remove(r)
-	}
-	terminating := r.state() != Syncing
-	if r.has(fQueued) {
-		if !terminating || r.has(fQueuedTerm) {
-			return
-		}
-		// Its work turned into termination work: move it to that queue.
-		m.readySync.remove(r)
-		m.readyTerm.push(r)
-		r.flags |= fQueuedTerm
-		return
-	}
-	r.flags |= fQueued
-	if terminating {
-		r.flags |= fQueuedTerm
-		m.readyTerm.push(r)
-	} else {
-		m.readySync.push(r)
-	}
-}
-
-func (m *machine) readyLen() int { return m.readyTerm.n + m.readySync.n }
-
-// popReady takes the next record to work on, termination work first.
-func (m *machine) popReady() *record {
-	r := m.readyTerm.pop()
-	if r == nil {
-		r = m.readySync.pop()
-	}
-	if r != nil {
-		r.flags &^= fQueued | fQueuedTerm
-	}
-	return r
-}
-
-// unqueue takes r out of whichever ready queue or heap holds it.
-func (m *machine) unqueue(r *record) {
-	if r.has(fQueuedTerm) {
-		m.readyTerm.remove(r)
-	} else if r.has(fQueued) {
-		m.readySync.remove(r)
-	}
-	r.flags &^= fQueued | fQueuedTerm
-	if r.heapIdx >= 0 {
-		m.delayed.Remove(r)
-	}
-}
-
-// delay schedules r to run again at due.
-func (m *machine) delay(r *record, due time.Time) {
-	r.due = due
-	if r.heapIdx >= 0 {
-		m.delayed.Fix(r)
-	} else {
-		m.delayed.Push(r)
-	}
-	if first, _ := m.delayed.Peek(); first == r {
-		m.earliest = true
-	}
-}
-
-// fireDue moves every record due by now from the delay heap to a ready
-// queue, replaying its last update, and returns the next due time.
-func (m *machine) fireDue(now time.Time) (next time.Time, ok bool) {
-	for {
-		r, found := m.delayed.Peek()
-		if !found {
-			return time.Time{}, false
-		}
-		if r.due.After(now) {
-			return r.due, true
-		}
-		m.delayed.Remove(r)
-		m.requeueLast(r)
-		if r.has(fHasPending) {
-			m.makeReady(r)
-		}
-	}
-}
-
-// requeueLast replays the last update as a SyncPodSync, unless an update is
-// already pending or the worker never acted on one.
-func (m *machine) requeueLast(r *record) {
-	if r.has(fHasPending) || (r.pod == nil && r.runningPod == nil) {
-		return
-	}
-	r.pending = update{updateType: SyncPodSync, pod: r.pod, mirror: r.mirror, runningPod: r.runningPod}
-	r.flags |= fHasPending
-}
-
-// begin consumes r's pending update and returns the hook call to make, or
-// ok false when there is nothing to run (the pod waits for its static slot,
-// or will never start).
-func (m *machine) begin(r *record) (w work, ok bool) {
-	if !r.has(fHasPending) || r.has(fFinished) {
-		r.flags &^= fHasPending
-		return w, false
-	}
-	from := r.stage()
-	u := r.pending
-	runtimeKill := u.pod == nil && r.has(fTermRequested)
-	if !runtimeKill && !r.has(fStarted) && !r.has(fStatic) && r.has(fObservedRuntime) && r.has(fTermRequested) && isStaticPod(u.pod) {
-		// The runtime showed this UID's containers before config showed
-		// its static pod, and it is being killed. The pod must not start:
-		// its full name may belong to another static pod. Stop its
-		// containers the way an orphan's are stopped instead, so none leaks.
-		runtimeKill = true
-		u.runningPod = &RuntimePod{UID: r.uid, Name: u.pod.Name, Namespace: u.pod.Namespace}
-		u.pod = nil
-	}
-	if !r.has(fStarted) && !runtimeKill {
-		allow, never := m.allowStart(r)
-		if never {
-			m.cleanupUnstarted(r)
-			m.moved(r, from)
-			return w, false
-		}
-		if !allow {
-			// Parked: the slot's release makes it ready again (decision D7).
-			return w, false
-		}
-		r.flags |= fStarted
-	}
-	r.flags &^= fHasPending
-	r.pending = update{}
-	if u.pod != nil {
-		r.pod = u.pod
-	}
-	r.runningPod = u.runningPod
-	if u.mirror != nil {
-		r.mirror = u.mirror
-	}
-
-	w = work{
-		state:      r.state(),
-		updateType: u.updateType,
-		pod:        r.pod,
-		mirror:     r.mirror,
-		startTime:  u.startTime,
-		lastSync:   r.lastSync,
-	}
-	if w.state == Terminating {
-		r.flags |= fTermStarted
-		if r.gracePeriod == 0 {
-			r.gracePeriod, _ = effectiveGrace(0, r.pod, nil)
-		}
-		w.grace = r.gracePeriod
-		w.statusFn = r.statusFn
-		w.checkStopped = r.has(fFirstSeenTerminal)
-		if r.pod == nil && r.runningPod != nil {
-			w.runtimeOnly = true
-			w.runningPod = *r.runningPod
-		}
-	}
-	r.flags |= fRunning
-	m.moved(r, from)
-	return w, true
-}
-
-// complete applies the outcome of the hook begin handed out.
-func (m *machine) complete(r *record, w work, terminal bool, err error) {
-	r.flags &^= fRunning
-	if m.trackSyncTime {
-		r.lastSync = m.now()
-	}
-	if r.has(fForgotten) {
-		return
-	}
-	from := r.stage()
-	defer func() { m.moved(r, from) }()
-
-	if err != nil {
-		m.metrics.retries[w.state].Inc()
-		if r.has(fHasPending) {
-			// A newer update is waiting: it runs now.
-			m.makeReady(r)
-			return
-		}
-		d, given := retryDelayOf(err)
-		if given {
-			d = min(max(d, 0), m.maxBackOff)
-		} else {
-			if r.backoff == 0 {
-				r.backoff = m.backOff
-			} else {
-				r.backoff = min(2*r.backoff, m.maxBackOff)
-			}
-			d = jitter.Up(r.backoff, 0.5)
-		}
-		m.delay(r, m.now().Add(d))
-		return
-	}
-	r.backoff = 0
-
-	switch w.state {
-	case Syncing:
-		if terminal {
-			// The pod finished on its own: stop it (nothing to cancel).
-			if !r.has(fTermRequested) {
-				r.flags |= fTermRequested
-				r.gracePeriod, _ = effectiveGrace(r.gracePeriod, r.pod, nil)
-			}
-			r.flags |= fTermStarted
-			m.requeueLast(r)
-			m.makeReady(r)
-			return
-		}
-		if r.has(fHasPending) {
-			m.makeReady(r)
-		} else if m.resync > 0 {
-			m.delay(r, m.now().Add(jitter.Up(m.resync, 0.5)))
-		}
-	case Terminating:
-		if w.runtimeOnly {
-			// Nothing else to clean up for a pod known only from the
-			// runtime: it is removed (which closes its channels), and the
-			// deferred report says terminating -> absent.
-			r.flags |= fTerminated | fFinished
-			m.remove(r)
-			return
-		}
-		r.flags |= fTerminated
-		r.flags &^= fFirstSeenTerminal
-		r.closeCompleted()
-		r.statusFn = nil
-		m.requeueLast(r)
-		m.makeReady(r)
-	case Terminated:
-		r.flags |= fFinished
-		r.flags &^= fHasPending
-		r.pending = update{}
-		r.closeCompleted()
-		r.cancelHooks()
-		m.releaseStatic(r)
-	}
-}
-
-// allowStart decides whether r may start now. Non-static pods always may.
-// Static pods take their full name's slot in arrival order; one whose
-// termination was requested before it started never starts.
-func (m *machine) allowStart(r *record) (allow, never bool) {
-	if !r.has(fStatic) {
-		return true, false
-	}
-	if r.has(fTermRequested) {
-		return false, true
-	}
-	s := m.static[r.fullName]
-	switch {
-	case s == nil:
-		s = newStaticSlot()
-		m.static[r.fullName] = s
-	case s.holder == r:
-		return true, false
-	case s.holder != nil, s.waiting.head != nil && s.waiting.head != r:
-		return false, false
-	}
-	if r.has(fWaiting) {
-		s.unlink(r)
-	}
-	s.holder = r
-	return true, false
-}
-
-// cleanupUnstarted finishes a pod that will never start: no hook runs.
-func (m *machine) cleanupUnstarted(r *record) {
-	r.flags |= fTerminated | fFinished
-	if r.pod == nil {
-		// Keep the pod it was given: the snapshot (PodInfo.Pod,
-		// RuntimeOnly) and SyncKnownPods (HasConfig) still describe it.
-		r.pod, r.mirror = r.pending.pod, r.pending.mirror
-	}
-	r.flags &^= fHasPending
-	r.pending = update{}
-	r.closeCompleted()
-	m.releaseStatic(r)
-}
-
-// waitStatic appends a new static record to its full name's waiting list.
-func (m *machine) waitStatic(r *record) {
-	s := m.static[r.fullName]
-	if s == nil {
-		s = newStaticSlot()
-		m.static[r.fullName] = s
-	}
-	s.waiting.push(r)
-	r.flags |= fWaiting
-}
-
-func (s *staticSlot) unlink(r *record) {
-	s.waiting.remove(r)
-	r.flags &^= fWaiting
-}
-
-// unwaitStatic takes r out of its waiting list (its termination was
-// requested, or it is forgotten) and wakes the next in line if the slot is
-// free.
-func (m *machine) unwaitStatic(r *record) {
-	if !r.has(fWaiting) {
-		return
-	}
-	s := m.static[r.fullName]
-	s.unlink(r)
-	m.wakeStatic(r.fullName, s)
-}
-
-// releaseStatic frees r's slot if it holds it and starts the next waiting
-// pod (decision D7).
-func (m *machine) releaseStatic(r *record) {
-	if !r.has(fStatic) {
-		return
-	}
-	s := m.static[r.fullName]
-	if s == nil {
-		return
-	}
-	if r.has(fWaiting) {
-		s.unlink(r)
-	}
-	if s.holder == r {
-		s.holder = nil
-	}
-	m.wakeStatic(r.fullName, s)
-}
-
-func (m *machine) wakeStatic(fullName string, s *staticSlot) {
-	switch {
-	case s.holder != nil:
-	case s.waiting.head != nil:
-		if next := s.waiting.head; next.has(fHasPending) {
-			m.makeReady(next)
-		}
-	default:
-		delete(m.static, fullName)
-	}
-}
-
-// forget removes r entirely and reports it. r's hook must not be running.
-func (m *machine) forget(r *record) {
-	from := r.stage()
-	m.remove(r)
-	m.moved(r, from)
-}
-
-// remove takes r out of the engine without reporting the stage change.
-func (m *machine) remove(r *record) {
-	m.unqueue(r)
-	m.releaseStatic(r)
-	r.cancelHooks()
-	r.closeCompleted()
-	delete(m.records, r.uid)
-	r.flags |= fForgotten
-}
-
-// syncKnown implements SyncKnownPods.
-func (m *machine) syncKnown(desired map[types.UID]struct{}) map[types.UID]PodWorkerSync {
-	m.podsSynced = true
-	out := make(map[types.UID]PodWorkerSync, len(m.records))
-	for uid, r := range m.records {
-		_, want := desired[uid]
-		orphan := !want
-		if (orphan || r.has(fRestartRequested)) && m.removeIfDone(r, orphan) {
-			continue
-		}
-		p := r.knownPod()
-		out[uid] = PodWorkerSync{State: r.state(), Orphan: orphan, HasConfig: p != nil, Static: r.has(fStatic)}
-	}
-	m.shrinkRecords()
-	return out
-}
-
-// shrinkRecords rebuilds the records map once it holds under a quarter of
-// its peak, so that a burst of pods leaves no memory behind once they are
-// forgotten.
-func (m *machine) shrinkRecords() {
-	if m.peak < 256 || len(m.records) >= m.peak/4 {
-		return
-	}
-	records := make(map[types.UID]*record, len(m.records))
-	for uid, r := range m.records {
-		records[uid] = r
-	}
-	m.records, m.peak = records, len(records)
-}
-
-// removeIfDone forgets r when it is finished or never started, and drives
-// a live orphan to termination. It reports whether r was forgotten.
-func (m *machine) removeIfDone(r *record, orphan bool) bool {
-	if r.has(fFinished) {
-		m.forget(r)
-		return true
-	}
-	if !orphan {
-		return false
-	}
-	from := r.stage()
-	r.flags |= fDeleted
-	switch {
-	case !r.has(fStarted) && !r.has(fObservedRuntime) && !r.has(fRunning):
-		m.forget(r)
-		return true
-	case r.has(fStarted) && !r.has(fTermRequested):
-		// Decision D9: an orphan stops with its computed grace period.
-		r.flags |= fTermRequested
-		r.gracePeriod, _ = effectiveGrace(r.gracePeriod, r.pod, nil)
-		r.cancelHooks()
-		m.requeueLast(r)
-		m.makeReady(r)
-	}
-	m.moved(r, from)
-	return false
-}
-
-func buildFullName(name, namespace string) string { return name + "_" + namespace }
-
-func isTerminalPhase(pod *v1.Pod) bool {
-	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
-}
-
-// isStaticPod reports whether the pod came from a source other than the
-// API server (the kubernetes.io/config.source annotation).
-func isStaticPod(pod *v1.Pod) bool {
-	src, ok := pod.Annotations["kubernetes.io/config.source"]
-	return ok && src != "api"
-}
+// fullNameOf names the pod of a record the machine handed out in effects.
+func (m *machine) fullNameOf(r *record) string { return r.fullNameOf() }

@@ -25,22 +25,25 @@ type GaugeMetric interface {
 // metrics library: adapt one (Prometheus, OpenTelemetry) by implementing
 // this interface, as examples/ does.
 type MetricsProvider interface {
-	// NewSyncDurationMetric measures how long hooks of the given phase take,
-	// in seconds (Syncing: SyncPod; Terminating: SyncTerminatingPod and
-	// SyncTerminatingRuntimePod; Terminated: SyncTerminatedPod).
-	NewSyncDurationMetric(phase State) HistogramMetric
+	// NewSyncDurationMetric measures how long calls of the given hook
+	// take, in seconds (the StatusSource read before it included).
+	NewSyncDurationMetric(hook Hook) HistogramMetric
 	// NewDispatchLatencyMetric measures, in seconds, the time from an
 	// update's StartTime (or its UpdatePod call when StartTime is zero) to
 	// the start of the hook that acted on it.
 	NewDispatchLatencyMetric() HistogramMetric
-	// NewRetriesMetric counts hooks of the given phase that failed and were
-	// scheduled for a retry.
-	NewRetriesMetric(phase State) CounterMetric
+	// NewRetriesMetric counts calls of the given hook that failed (and are
+	// retried).
+	NewRetriesMetric(hook Hook) CounterMetric
 	// NewPanicsMetric counts hooks that panicked.
 	NewPanicsMetric() CounterMetric
 	// NewPodsMetric tracks how many workers are in the given stage
 	// (StageNotStarted through StageFinished).
 	NewPodsMetric(stage Stage) GaugeMetric
+	// NewSlowHooksMetric counts hook calls that were still running
+	// Options.SlowHookWarning after their context was cancelled (once per
+	// call, however long it then runs).
+	NewSlowHooksMetric() CounterMetric
 }
 
 type noopMetric struct{}
@@ -51,15 +54,16 @@ func (noopMetric) Dec()            {}
 
 // metrics holds the engine's metrics, each non-nil.
 type metrics struct {
-	syncDuration [3]HistogramMetric
-	retries      [3]CounterMetric
+	syncDuration [HookSyncTerminatingRuntimePod + 1]HistogramMetric
+	retries      [HookSyncTerminatingRuntimePod + 1]CounterMetric
 	dispatch     HistogramMetric
 	panics       CounterMetric
+	slowHooks    CounterMetric
 	pods         [StageFinished + 1]GaugeMetric
 }
 
 func newMetrics(p MetricsProvider) *metrics {
-	m := &metrics{dispatch: noopMetric{}, panics: noopMetric{}}
+	m := &metrics{dispatch: noopMetric{}, panics: noopMetric{}, slowHooks: noopMetric{}}
 	for i := range m.syncDuration {
 		m.syncDuration[i] = noopMetric{}
 		m.retries[i] = noopMetric{}
@@ -70,12 +74,12 @@ func newMetrics(p MetricsProvider) *metrics {
 	if p == nil {
 		return m
 	}
-	for _, s := range []State{Syncing, Terminating, Terminated} {
-		if h := p.NewSyncDurationMetric(s); h != nil {
-			m.syncDuration[s] = h
+	for h := HookSyncPod; h <= HookSyncTerminatingRuntimePod; h++ {
+		if d := p.NewSyncDurationMetric(h); d != nil {
+			m.syncDuration[h] = d
 		}
-		if c := p.NewRetriesMetric(s); c != nil {
-			m.retries[s] = c
+		if c := p.NewRetriesMetric(h); c != nil {
+			m.retries[h] = c
 		}
 	}
 	if h := p.NewDispatchLatencyMetric(); h != nil {
@@ -83,6 +87,9 @@ func newMetrics(p MetricsProvider) *metrics {
 	}
 	if c := p.NewPanicsMetric(); c != nil {
 		m.panics = c
+	}
+	if c := p.NewSlowHooksMetric(); c != nil {
+		m.slowHooks = c
 	}
 	for s := StageNotStarted; s <= StageFinished; s++ {
 		if g := p.NewPodsMetric(s); g != nil {

@@ -85,6 +85,8 @@ type model struct {
 	calls      int
 	w          *PodWorkers[modelStatus]
 	synced     bool
+	// transitions receives every stage change (a subscription).
+	transitions chan Transition
 }
 
 func (m *model) failf(format string, args ...any) {
@@ -110,10 +112,31 @@ func joinLines(s []string) string {
 	return out
 }
 
-// moved is the engine's onMove, called under the engine's lock.
-func (m *model) moved(r *record, from, to Stage) {
+// drainLocked feeds the checker every transition the engine has published
+// so far. The engine publishes a transition under its lock, before the
+// worker that caused it runs a hook and after the hook it follows returned,
+// so draining before each hook's bookkeeping replays them in causal order.
+func (m *model) drainLocked() {
+	for {
+		select {
+		case t := <-m.transitions:
+			m.movedLocked(t)
+		default:
+			return
+		}
+	}
+}
+
+func (m *model) drain() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.drainLocked()
+}
+
+// movedLocked checks one transition.
+func (m *model) movedLocked(t Transition) {
+	from, to := t.From, t.To
+	r := struct{ uid types.UID }{t.UID}
 	u := m.uids[r.uid]
 	if u == nil {
 		m.failf("%s: transition %s->%s for a UID never sent", r.uid, from, to)
@@ -171,6 +194,7 @@ const (
 func (m *model) enter(uid types.UID, kind hookKind, grace int64, pod *v1.Pod) (outcome, chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.drainLocked()
 	m.calls++
 	u := m.uids[uid]
 	if u == nil {
@@ -227,6 +251,7 @@ func (m *model) enter(uid types.UID, kind hookKind, grace int64, pod *v1.Pod) (o
 func (m *model) leave(uid types.UID, kind hookKind, err error, pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.drainLocked()
 	u := m.uids[uid]
 	u.inFlight, u.held = false, false
 	if err != nil {
@@ -367,10 +392,8 @@ func runModel(t *testing.T, src source, ops, nUIDs int, more func() bool) {
 			t.Fatal(err)
 		}
 		m.w = w
-		w.m.onMove = func(r *record, from, to Stage) {
-			m.moved(r, from, to)
-			w.obs.moved(r, from, to, w.m.now)
-		}
+		m.transitions = make(chan Transition, 1<<14)
+		sub := w.Subscribe(m.transitions)
 		ctx, cancel := context.WithCancel(t.Context())
 		runDone := make(chan error, 1)
 		go func() { runDone <- w.Run(ctx) }()
@@ -378,6 +401,7 @@ func runModel(t *testing.T, src source, ops, nUIDs int, more func() bool) {
 		for i := 0; i < ops && more(); i++ {
 			uid := m.step(src)
 			synctest.Wait()
+			m.drain()
 			if i%8 == 0 {
 				m.checkWindow(m.order...)
 			} else {
@@ -385,11 +409,15 @@ func runModel(t *testing.T, src source, ops, nUIDs int, more func() bool) {
 			}
 			m.check()
 		}
-		m.drain()
+		m.settle()
 		m.check()
 		m.checkNewestSynced()
 		m.killAll()
+		m.drain()
 		m.check()
+		if n := sub.Dropped(); n != 0 {
+			t.Fatalf("the checker's subscription dropped %d transitions", n)
+		}
 
 		cancel()
 		if err := <-runDone; err != nil {
@@ -603,8 +631,8 @@ func (m *model) checkWindow(uids ...types.UID) {
 	}
 }
 
-// drain stops scripting failures and lets every pending retry run.
-func (m *model) drain() {
+// settle stops scripting failures and lets every pending retry run.
+func (m *model) settle() {
 	m.mu.Lock()
 	for _, u := range m.uids {
 		u.script = nil
@@ -628,10 +656,7 @@ func (m *model) checkNewestSynced() {
 		if ok && info.Stage == StageNotStarted {
 			// Only a static pod waiting for a live holder may stay unstarted
 			// (decision D7: a freed slot starts the next pod by itself).
-			m.w.mu.Lock()
-			s := m.w.m.static[info.FullName]
-			m.w.mu.Unlock()
-			if !info.Static || s == nil || s.holder == nil {
+			if !info.Static || !m.slotHeld(info) {
 				m.mu.Lock()
 				m.failf("%s: never started, and nothing holds its full name", uid)
 				m.mu.Unlock()
@@ -654,6 +679,17 @@ func (m *model) checkNewestSynced() {
 		}
 		m.mu.Unlock()
 	}
+}
+
+// slotHeld reports whether another static pod of info's full name holds
+// its slot: one that started and has not finished.
+func (m *model) slotHeld(info PodInfo) bool {
+	for _, o := range m.w.Pods() {
+		if o.UID != info.UID && o.Static && o.FullName == info.FullName && o.Started && !o.Finished {
+			return true
+		}
+	}
+	return false
 }
 
 // killAll kills every pod, lets it finish, and makes the engine forget all.
@@ -696,7 +732,7 @@ func (m *model) killAll() {
 		m.t.Fatalf("%d workers left after every pod was forgotten", n)
 	}
 	m.w.mu.Lock()
-	statics := len(m.w.m.static)
+	statics := m.w.m.staticSlots()
 	m.w.mu.Unlock()
 	if statics != 0 {
 		m.t.Fatalf("%d static slots left after every pod was forgotten", statics)

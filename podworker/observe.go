@@ -2,6 +2,7 @@ package podworker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,15 +46,16 @@ type observers struct {
 	closed  bool
 }
 
-// moved is the machine's onMove: it never blocks.
-func (o *observers) moved(r *record, from, to Stage, now func() time.Time) {
-	if o.n.Load() == 0 {
-		return
-	}
+// listening reports whether any subscription or waiter exists.
+func (o *observers) listening() bool { return o.n.Load() != 0 }
+
+// moved tells subscriptions and uid's waiters of t; it never blocks. The
+// driver calls it with the engine's lock held, so transitions go out in
+// the order they happened.
+func (o *observers) moved(t Transition) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.subs) > 0 {
-		t := Transition{UID: r.uid, FullName: r.fullName, From: from, To: to, Time: now()}
 		for _, s := range o.subs {
 			select {
 			case s.ch <- t:
@@ -62,7 +64,19 @@ func (o *observers) moved(r *record, from, to Stage, now func() time.Time) {
 			}
 		}
 	}
-	for _, ch := range o.waiters[r.uid] {
+	for _, ch := range o.waiters[t.UID] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wake tells uid's waiters that its snapshot changed; it never blocks.
+func (o *observers) wake(uid types.UID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, ch := range o.waiters[uid] {
 		select {
 		case ch <- struct{}{}:
 		default:
@@ -138,10 +152,40 @@ func (w *PodWorkers[T]) Subscribe(ch chan<- Transition) *Subscription {
 	return s
 }
 
+// WaitForStage blocks until the worker of uid has reached stage (or gone
+// past it: stages only move forward), and returns its snapshot then. With
+// StageAbsent it waits until the engine has no worker for uid. It is
+// WaitFor with that condition, so it does not poll, and may be called from
+// any goroutine.
+//
+// A worker that is forgotten never reaches a later stage: a pod known only
+// from the runtime is forgotten as soon as its containers are stopped, and
+// SyncKnownPods forgets finished workers. Wait for StageAbsent in those
+// cases. The error wraps ctx.Err() (or ErrStopped) and says which stage the
+// worker was last seen in.
+func (w *PodWorkers[T]) WaitForStage(ctx context.Context, uid types.UID, stage Stage) (PodInfo, error) {
+	info, ok, err := w.WaitFor(ctx, uid, func(info PodInfo, ok bool) bool {
+		if stage == StageAbsent {
+			return !ok
+		}
+		return ok && info.Stage >= stage
+	})
+	if err != nil {
+		last := StageAbsent
+		if ok {
+			last = info.Stage
+		}
+		return info, fmt.Errorf("podworker: pod %s did not reach stage %s (last seen %s): %w", uid, stage, last, err)
+	}
+	return info, nil
+}
+
 // WaitFor blocks until cond holds for the worker of uid, and returns the
 // snapshot it held for; ok is false when the engine had no worker for uid.
-// cond is called from WaitFor's goroutine, at once and after each stage
-// change of uid, without the engine's lock. Stages can pass quickly, so
+// cond is called from WaitFor's goroutine, at once, after each stage
+// change of uid and after each return of one of its hooks (so a cond on
+// LastSyncTime or LastSyncError works), without the engine's lock. Stages
+// can pass quickly, so
 // write cond as a threshold (for example info.Stage >= StageTerminated)
 // rather than an equality. WaitFor returns ctx.Err() when ctx ends and
 // ErrStopped when the engine stops first.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -48,16 +49,19 @@ func (f fakeMetric) add(d int) {
 	f.m.counts[f.name] += d
 }
 
-func (m *fakeMetrics) NewSyncDurationMetric(phase podworker.State) podworker.HistogramMetric {
+func (m *fakeMetrics) NewSyncDurationMetric(phase podworker.Hook) podworker.HistogramMetric {
 	return fakeMetric{m, "sync/" + phase.String()}
 }
 func (m *fakeMetrics) NewDispatchLatencyMetric() podworker.HistogramMetric {
 	return fakeMetric{m, "dispatch"}
 }
-func (m *fakeMetrics) NewRetriesMetric(phase podworker.State) podworker.CounterMetric {
+func (m *fakeMetrics) NewRetriesMetric(phase podworker.Hook) podworker.CounterMetric {
 	return fakeMetric{m, "retries/" + phase.String()}
 }
 func (m *fakeMetrics) NewPanicsMetric() podworker.CounterMetric { return fakeMetric{m, "panics"} }
+func (m *fakeMetrics) NewSlowHooksMetric() podworker.CounterMetric {
+	return fakeMetric{m, "slowHooks"}
+}
 func (m *fakeMetrics) NewPodsMetric(stage podworker.Stage) podworker.GaugeMetric {
 	return fakeMetric{m, "pods/" + stage.String()}
 }
@@ -100,29 +104,29 @@ func TestMetrics(t *testing.T) {
 		assert.Equal(t, map[string]int{"syncing": 1}, m.gauges())
 
 		// Sync duration by phase, measured on the engine's clock.
-		gs := r.hold("a", podworkertest.HookSyncTerminatingPod)
+		gs := r.hold("a", podworker.HookSyncTerminatingPod)
 		r.kill(mkPod("a"), nil)
 		r.entered(gs)
 		assert.Equal(t, map[string]int{"terminating": 1}, m.gauges())
 		time.Sleep(4 * time.Second)
 		gs.Release()
 		r.settle()
-		assert.Equal(t, []float64{0}, m.observed("sync/sync"))
-		assert.Equal(t, []float64{4}, m.observed("sync/terminating"))
-		assert.Equal(t, []float64{0}, m.observed("sync/terminated"))
+		assert.Equal(t, []float64{0}, m.observed("sync/SyncPod"))
+		assert.Equal(t, []float64{4}, m.observed("sync/SyncTerminatingPod"))
+		assert.Equal(t, []float64{0}, m.observed("sync/SyncTerminatedPod"))
 		assert.Equal(t, map[string]int{"finished": 1}, m.gauges())
 
 		// Retries by phase, and panics.
-		r.f.Next("b", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Panic: "x"})
-		r.f.Next("b", podworkertest.HookSyncTerminatedPod, podworkertest.Result{Err: errBoom})
+		r.f.Next("b", podworker.HookSyncPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Panic: "x"})
+		r.f.Next("b", podworker.HookSyncTerminatedPod, podworkertest.Result{Err: errBoom})
 		r.update(podworker.SyncPodCreate, mkPod("b"))
 		time.Sleep(10 * time.Second)
 		r.kill(mkPod("b"), nil)
 		time.Sleep(10 * time.Second)
 		assert.Equal(t, "sync:create=error sync:sync=panic sync:sync kill(30) terminated=error terminated", r.trace("b"))
-		assert.Equal(t, 2, m.counter("retries/sync"))
-		assert.Equal(t, 0, m.counter("retries/terminating"))
-		assert.Equal(t, 1, m.counter("retries/terminated"))
+		assert.Equal(t, 2, m.counter("retries/SyncPod"))
+		assert.Equal(t, 0, m.counter("retries/SyncTerminatingPod"))
+		assert.Equal(t, 1, m.counter("retries/SyncTerminatedPod"))
 		assert.Equal(t, 1, m.counter("panics"))
 
 		// Pods by stage follow every worker, including a waiting static
@@ -209,7 +213,7 @@ func TestSubscribeNeverBlocksAndCountsDrops(t *testing.T) {
 func TestWaitFor(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		r := startRig(t, podworker.Options[struct{}]{})
-		g := r.hold("a", podworkertest.HookSyncTerminatingPod)
+		g := r.hold("a", podworker.HookSyncTerminatingPod)
 		type res struct {
 			info podworker.PodInfo
 			ok   bool
@@ -243,5 +247,73 @@ func TestWaitFor(t *testing.T) {
 		defer cancel()
 		_, _, err = r.w.WaitFor(ctx, "nobody", func(_ podworker.PodInfo, ok bool) bool { return ok })
 		require.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}
+
+func TestWaitForStage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := podworkertest.NewFakeSyncer[struct{}]()
+		w, err := podworker.New[struct{}](f, podworker.Options[struct{}]{})
+		require.NoError(t, err)
+		stop := podworkertest.Start(t, w)
+		ctx := context.Background()
+		pod := podworkertest.NewPod("a", "ns", "a")
+
+		g := f.Hold("a", podworker.HookSyncTerminatedPod)
+		require.NoError(t, w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod}))
+		info, err := w.WaitForStage(ctx, "a", podworker.StageSyncing)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, info.Stage, podworker.StageSyncing)
+
+		require.NoError(t, w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod}))
+		info, err = w.WaitForStage(ctx, "a", podworker.StageTerminated)
+		require.NoError(t, err)
+		require.Equal(t, podworker.StageTerminated, info.Stage, "SyncTerminatedPod is held")
+		require.NoError(t, g.Wait(ctx))
+		g.Release()
+		info, err = w.WaitForStage(ctx, "a", podworker.StageFinished)
+		require.NoError(t, err)
+		require.True(t, info.Finished)
+
+		w.SyncKnownPods(nil)
+		_, err = w.WaitForStage(ctx, "a", podworker.StageAbsent)
+		require.NoError(t, err)
+
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err = w.WaitForStage(short, "never", podworker.StageSyncing)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "last seen absent")
+
+		stop()
+		_, err = w.WaitForStage(ctx, "never", podworker.StageSyncing)
+		require.ErrorIs(t, err, podworker.ErrStopped)
+	})
+}
+
+// WaitFor wakes when a hook returns, even when the stage stays: a
+// condition on the sync outcome is met.
+func TestWaitForWakesWhenAHookReturns(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		r := startRig(t, podworker.Options[struct{}]{})
+		p := mkPod("p")
+		r.started(p)
+		before := r.info("p").LastSyncTime
+		g := r.hold("p", podworker.HookSyncPod)
+		require.True(t, r.w.Resync("p"))
+		r.entered(g)
+		got := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, _, err := r.w.WaitFor(ctx, "p", func(info podworker.PodInfo, ok bool) bool {
+				return ok && info.LastSyncTime.After(before)
+			})
+			got <- err
+		}()
+		time.Sleep(time.Second)
+		g.Release()
+		require.NoError(t, <-got, "the waiter saw the hook return")
+		assert.Equal(t, podworker.StageSyncing, r.info("p").Stage, "with no stage change")
 	})
 }

@@ -41,12 +41,22 @@ type Options[T any] struct {
 	Logger logr.Logger
 	// Metrics makes the engine's metrics. Defaults to none (no-ops).
 	Metrics MetricsProvider
+	// SlowHookWarning is how long a hook may keep running after its
+	// context was cancelled (its pod's termination started, its grace
+	// period shortened, or Run shuts down) before the engine logs it, at
+	// level 0 with the pod's UID, full name and the hook's name, and again
+	// every SlowHookWarning while it runs on; each such hook call is
+	// counted once by MetricsProvider.NewSlowHooksMetric. While Run shuts
+	// down, it logs at the same pace which hooks it still waits for.
+	// Defaults to one minute; a negative value turns the warnings off.
+	SlowHookWarning time.Duration
 }
 
 const (
 	defaultResyncInterval = time.Minute
 	defaultBackOff        = time.Second
 	defaultMaxBackOff     = 2 * time.Minute
+	defaultSlowHook       = time.Minute
 )
 
 // complete checks o and fills in its defaults. o is the caller's copy.
@@ -71,6 +81,9 @@ func (o *Options[T]) complete() error {
 	}
 	if o.MaxBackOff == 0 {
 		o.MaxBackOff = max(defaultMaxBackOff, o.BackOff)
+	}
+	if o.SlowHookWarning == 0 {
+		o.SlowHookWarning = defaultSlowHook
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

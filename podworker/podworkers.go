@@ -3,8 +3,6 @@ package podworker
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -32,6 +30,13 @@ const (
 // Create it with New, start it with Run, feed it with UpdatePod (usually
 // through lifecycle.Handler) and SyncKnownPods. All methods are safe for
 // concurrent use from any goroutine.
+//
+// PodWorkers is the driver of the engine's pure state machine (machine):
+// it serializes calls to it under one lock, runs the hooks it hands out on
+// worker goroutines, and applies the effects each call returns — stage
+// changes published under the lock (so subscribers see them in order),
+// CompletedChs closed, hook contexts cancelled and slow hooks reported
+// after the lock is released.
 type PodWorkers[T any] struct {
 	syncer  PodSyncer[T]
 	runtime RuntimePodSyncer
@@ -39,7 +44,10 @@ type PodWorkers[T any] struct {
 	stopped StoppedChecker[T]
 	clock   clock.WithTicker
 	log     logr.Logger
+	metrics *metrics
 	max     int
+	// timed is false when no metrics are collected: hooks are not timed.
+	timed bool
 
 	// mu guards everything below. It is never held while a hook, the
 	// StatusSource or a waiter's condition runs.
@@ -51,9 +59,8 @@ type PodWorkers[T any] struct {
 	workers, starting int
 	// values gives hook contexts the values of Run's context.
 	values context.Context
-	// timed is false when no metrics are collected: hooks are not timed.
-	timed bool
-	wg    sync.WaitGroup
+
+	wg sync.WaitGroup
 	// kick wakes Run's timer loop when the delay heap's head moved earlier.
 	kick chan struct{}
 	// done is closed when Run has returned.
@@ -72,24 +79,40 @@ func New[T any](syncer PodSyncer[T], opts Options[T]) (*PodWorkers[T], error) {
 		return nil, err
 	}
 	w := &PodWorkers[T]{
-		syncer: syncer,
-		status: opts.Status,
-		clock:  opts.Clock,
-		log:    opts.Logger,
-		timed:  opts.Metrics != nil,
-		max:    opts.MaxConcurrentSyncs,
-		kick:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
+		syncer:  syncer,
+		status:  opts.Status,
+		clock:   opts.Clock,
+		log:     opts.Logger,
+		metrics: newMetrics(opts.Metrics),
+		timed:   opts.Metrics != nil,
+		max:     opts.MaxConcurrentSyncs,
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
 	}
 	w.runtime, _ = syncer.(RuntimePodSyncer)
 	if opts.Status != nil {
 		w.stopped, _ = opts.Status.(StoppedChecker[T])
 	}
-	w.m = newMachine(opts.Clock, opts.ResyncInterval, opts.BackOff, opts.MaxBackOff, newMetrics(opts.Metrics))
-	w.m.stampUpdates = w.timed
-	w.m.trackSyncTime = opts.Status != nil
-	w.m.onMove = func(r *record, from, to Stage) { w.obs.moved(r, from, to, w.m.now) }
+	w.m = newMachine(machineConfig{
+		clock:        opts.Clock,
+		resync:       opts.ResyncInterval,
+		backOff:      opts.BackOff,
+		maxBackOff:   opts.MaxBackOff,
+		slowWarning:  max(opts.SlowHookWarning, 0),
+		stampUpdates: w.timed,
+		hookValues:   w.hookValues,
+	})
 	return w, nil
+}
+
+// hookValues gives a pod's hook contexts the values of Run's context, and
+// the engine's logger with the pod's UID and full name. The machine calls
+// it under the lock, once Run runs.
+func (w *PodWorkers[T]) hookValues(uid types.UID, name podNamer) context.Context {
+	if w.log.GetSink() == nil {
+		return w.values
+	}
+	return logr.NewContext(w.values, w.log.WithValues("podUID", uid, "pod", name.fullNameOf()))
 }
 
 // Run dispatches work until ctx ends, then shuts down: it cancels the
@@ -117,12 +140,14 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 
 	var timer clock.Timer
 	for {
+		var fx effects
 		w.mu.Lock()
-		w.m.tick()
-		next, ok := w.m.fireDue(w.m.now())
-		w.m.earliest = false
-		w.spawnLocked(0)
+		w.prepareLocked(&fx)
+		next, ok := w.m.fireDue(&fx)
+		fx.wake = false // this loop is awake
+		w.commitLocked(&fx, 0)
 		w.mu.Unlock()
+		w.finish(&fx)
 
 		var fire <-chan time.Time
 		if ok {
@@ -149,138 +174,15 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 }
 
 func (w *PodWorkers[T]) shutdown() {
+	var fx effects
 	w.mu.Lock()
 	w.state = stopped
-	for _, r := range w.m.records {
-		r.cancelHooks()
-	}
+	w.m.shutdown(&fx)
 	w.mu.Unlock()
-	w.wg.Wait()
+	w.finish(&fx)
+	w.drain()
 	close(w.done)
 	w.obs.closeAll()
-}
-
-// spawnLocked keeps one goroutine on its way to the ready queues whenever
-// they hold work: poppers is how many live workers will pop next anyway.
-// A worker that takes work while more is ready calls it again, so the
-// number of workers grows one at a time while hooks block, and stays small
-// while hooks are quick (the lock is not fought over by thousands of
-// goroutines).
-func (w *PodWorkers[T]) spawnLocked(poppers int) {
-	if w.state != running || w.starting+poppers > 0 || w.m.readyLen() == 0 {
-		return
-	}
-	if w.max > 0 && w.workers >= w.max {
-		return
-	}
-	w.workers++
-	w.starting++
-	w.wg.Add(1)
-	go w.work()
-}
-
-// afterChangeLocked does what every state change may require: start
-// workers and wake the timer loop.
-func (w *PodWorkers[T]) afterChangeLocked(poppers int) {
-	w.spawnLocked(poppers)
-	if w.m.earliest {
-		w.m.earliest = false
-		select {
-		case w.kick <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// work is a worker goroutine: it runs ready hooks until none is left.
-func (w *PodWorkers[T]) work() {
-	defer w.wg.Done()
-	w.mu.Lock()
-	w.starting--
-	for w.state == running {
-		r := w.m.popReady()
-		if r == nil {
-			break
-		}
-		w.m.tick()
-		wk, ok := w.m.begin(r)
-		if !ok {
-			continue
-		}
-		// This worker is busy now: make sure someone takes the rest.
-		w.spawnLocked(0)
-		ctx := w.hookContextLocked(r)
-		w.mu.Unlock()
-
-		terminal, err := w.run(ctx, r, &wk)
-
-		w.mu.Lock()
-		w.m.tick()
-		w.m.complete(r, wk, terminal, err)
-		w.afterChangeLocked(1)
-	}
-	w.workers--
-	w.mu.Unlock()
-}
-
-// hookContextLocked returns r's hook context, making it when needed.
-func (w *PodWorkers[T]) hookContextLocked(r *record) context.Context {
-	if r.ctx == nil {
-		values := w.values
-		if w.log.GetSink() != nil {
-			values = logr.NewContext(values, w.log.WithValues("podUID", r.uid, "pod", r.fullName))
-		}
-		r.ctx = newHookCtx(values)
-	}
-	return r.ctx
-}
-
-// run makes one hook call, turning a panic into an error.
-func (w *PodWorkers[T]) run(ctx context.Context, r *record, wk *work) (terminal bool, err error) {
-	m := w.m.metrics
-	var start time.Time
-	if w.timed {
-		start = w.clock.Now()
-		if !wk.startTime.IsZero() {
-			m.dispatch.Observe(start.Sub(wk.startTime).Seconds())
-		}
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			perr := &panicError{value: p, stack: debug.Stack()}
-			m.panics.Inc()
-			w.log.Error(perr, "Pod hook panicked; it will be retried", "podUID", r.uid, "pod", r.fullName, "state", wk.state, "stack", string(perr.stack))
-			terminal, err = false, perr
-		} else if err != nil && !errors.Is(err, context.Canceled) {
-			w.log.Error(err, "Pod hook failed; it will be retried", "podUID", r.uid, "pod", r.fullName, "state", wk.state)
-		}
-		if w.timed {
-			m.syncDuration[wk.state].Observe(w.clock.Since(start).Seconds())
-		}
-	}()
-	if wk.runtimeOnly {
-		if w.runtime == nil {
-			return false, fmt.Errorf("podworker: pod %s (%s) is known only from the runtime and the PodSyncer does not implement RuntimePodSyncer", r.fullName, r.uid)
-		}
-		return false, w.runtime.SyncTerminatingRuntimePod(ctx, wk.runningPod)
-	}
-	var status T
-	if w.status != nil {
-		if status, err = w.status.PodStatus(ctx, r.uid, wk.lastSync); err != nil {
-			return false, fmt.Errorf("podworker: reading the status of pod %s (%s): %w", r.fullName, r.uid, err)
-		}
-	}
-	switch wk.state {
-	case Syncing:
-		return w.syncer.SyncPod(ctx, wk.updateType, wk.pod, wk.mirror, status)
-	case Terminating:
-		if wk.checkStopped && w.stopped != nil && w.stopped.NothingRunning(status) {
-			return false, nil
-		}
-		return false, w.syncer.SyncTerminatingPod(ctx, wk.pod, status, wk.grace, wk.statusFn)
-	default:
-		return false, w.syncer.SyncTerminatedPod(ctx, wk.pod, status)
-	}
 }
 
 // UpdatePod records a desired state for a pod and returns at once; the
@@ -289,11 +191,23 @@ func (w *PodWorkers[T]) run(ctx context.Context, r *record, wk *work) (terminal 
 // returns. UpdatePod never blocks on hooks and may be called from any
 // goroutine, including from inside a hook.
 //
+// A UID's termination is final. Once it was requested — by a kill, a
+// deletion timestamp, a terminal phase, or SyncKnownPods orphaning it — a
+// SyncPodCreate for the same UID does not start it again: it only marks the
+// worker RestartRequested (as in the kubelet: the UID was deleted). That
+// holds also when the kill came first, before the engine had ever seen the
+// pod (a virtual-kubelet provider told of a deletion before the creation,
+// say): the kill makes a worker, and the later create is a restart request.
+// To start the UID over, let its termination finish, call SyncKnownPods
+// (housekeeping does; it forgets the finished worker because of the
+// restart request), then send SyncPodCreate again — lifecycle's
+// housekeeping does both steps.
+//
 // It returns an error wrapping ErrInvalidUpdate for input it rejects (no pod
 // and no RunningPod, a pod without UID, a RunningPod with a non-kill update,
-// a mirror pod whose full name differs from the pod's, a negative grace
-// override, an unknown update type), ErrStopped once Run has returned, and
-// ctx.Err() when ctx has already ended. With an error nothing is recorded
+// a mirror pod whose full name differs from the pod's, an unknown update
+// type), ErrStopped once Run has returned, and ctx.Err() when ctx has
+// already ended. With an error nothing is recorded
 // and no CompletedCh is closed. ctx is not retained.
 func (w *PodWorkers[T]) UpdatePod(ctx context.Context, opts UpdatePodOptions) error {
 	return w.updatePod(ctx, opts, nil)
@@ -306,7 +220,10 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	u := update{updateType: opts.UpdateType, pod: opts.Pod, mirror: opts.MirrorPod, runningPod: opts.RunningPod, startTime: opts.StartTime}
+	u := update{updateType: opts.UpdateType, pod: opts.Pod, mirror: opts.MirrorPod, runningPod: opts.RunningPod}
+	if !opts.StartTime.IsZero() {
+		u.startTime = w.m.ticks(opts.StartTime)
+	}
 	k := killRequest{chans: [2]chan<- struct{}{nil, own}}
 	if ko := opts.KillPodOptions; ko != nil {
 		k.chans[0] = ko.CompletedCh
@@ -314,25 +231,55 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 		k.statusFn = ko.PodStatusFunc
 		k.override = ko.PodTerminationGracePeriodSecondsOverride
 	}
+	var fx effects
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.prepareLocked(&fx)
 	if w.state == stopped {
+		w.mu.Unlock()
 		return ErrStopped
 	}
-	w.m.tick()
-	w.m.apply(u, k)
-	w.afterChangeLocked(0)
+	w.m.update(u, k, &fx)
+	w.commitLocked(&fx, 0)
+	w.mu.Unlock()
+	w.finish(&fx)
 	return nil
+}
+
+// Resync asks for the pod's current hook to run again soon — SyncPod while
+// the pod syncs, SyncTerminatingPod or SyncTerminatedPod while it
+// terminates — with the newest desired state the engine has, as a
+// SyncPodSync. It is how a syncer reports a runtime event (a container
+// exited, a probe changed, a sandbox died) without sending the whole pod
+// again: the hook that reacts to it runs at once if the pod is idle or
+// waiting for a resync or retry, or right after the hook that runs now
+// returns. It coalesces with anything pending: many calls before the hook
+// runs make one run, and a pending update runs instead (it is newer).
+//
+// Resync reports false, and records nothing, for a UID the engine has no
+// worker for or whose worker is finished; true otherwise (also when the
+// pod is a static pod still waiting for its full name, which then starts
+// when it may). It never blocks on hooks and may be called from any
+// goroutine, including from inside a hook; after Run has returned it only
+// reports.
+func (w *PodWorkers[T]) Resync(uid types.UID) bool {
+	var fx effects
+	w.mu.Lock()
+	w.prepareLocked(&fx)
+	if w.state == stopped {
+		defer w.mu.Unlock()
+		info, ok := w.m.info(uid)
+		return ok && !info.Finished
+	}
+	ok := w.m.nudge(uid, &fx)
+	w.commitLocked(&fx, 0)
+	w.mu.Unlock()
+	w.finish(&fx)
+	return ok
 }
 
 func validate(o *UpdatePodOptions) error {
 	if !o.UpdateType.valid() {
 		return invalid("unknown update type %d", int(o.UpdateType))
-	}
-	if ko := o.KillPodOptions; ko != nil {
-		if g := ko.PodTerminationGracePeriodSecondsOverride; g != nil && *g < 0 {
-			return invalid("grace period override is %d seconds; want 0 or more", *g)
-		}
 	}
 	if o.Pod == nil {
 		switch {
@@ -363,6 +310,12 @@ func validate(o *UpdatePodOptions) error {
 // returns ctx.Err() and leaves the termination under way. It returns
 // ErrStopped when Run has returned, and an error wrapping ErrInvalidUpdate
 // for a nil pod or otherwise invalid input.
+//
+// A KillPod for a UID the engine has not seen yet makes a worker for it
+// and terminates it (it never started, so no hook runs and KillPod returns
+// at once). A SyncPodCreate that arrives for that UID afterwards is then a
+// restart request, not a start (see UpdatePod); start the UID over with
+// SyncKnownPods and a new SyncPodCreate, as the KillPod example shows.
 func (w *PodWorkers[T]) KillPod(ctx context.Context, pod *v1.Pod, opts KillPodOptions) error {
 	if pod == nil {
 		return invalid("KillPod needs a pod, got nil")
@@ -376,9 +329,7 @@ func (w *PodWorkers[T]) KillPod(ctx context.Context, pod *v1.Pod, opts KillPodOp
 		return nil
 	case <-ctx.Done():
 		w.mu.Lock()
-		if r := w.m.records[pod.UID]; r != nil {
-			r.detach(own)
-		}
+		w.m.detach(pod.UID, own)
 		w.mu.Unlock()
 		return ctx.Err()
 	case <-w.done:
@@ -400,18 +351,20 @@ func (w *PodWorkers[T]) KillPod(ctx context.Context, pod *v1.Pod, opts KillPodOp
 // Called by housekeeping, from any goroutine. The caller should then send a
 // SyncPodCreate for each desired, admitted pod missing from the result.
 // The result is the caller's.
-func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
+func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]WorkerReport {
 	set := make(map[types.UID]struct{}, len(desired))
 	for _, p := range desired {
 		if p != nil {
 			set[p.UID] = struct{}{}
 		}
 	}
+	var fx effects
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.m.tick()
-	out := w.m.syncKnown(set)
-	w.afterChangeLocked(0)
+	w.prepareLocked(&fx)
+	out := w.m.syncKnown(set, &fx)
+	w.commitLocked(&fx, 0)
+	w.mu.Unlock()
+	w.finish(&fx)
 	return out
 }
 
@@ -420,10 +373,7 @@ func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorker
 func (w *PodWorkers[T]) Pod(uid types.UID) (info PodInfo, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r := w.m.records[uid]; r != nil {
-		return r.info(), true
-	}
-	return PodInfo{}, false
+	return w.m.info(uid)
 }
 
 // Pods returns a snapshot of every worker, in no particular order. The
@@ -431,9 +381,5 @@ func (w *PodWorkers[T]) Pod(uid types.UID) (info PodInfo, ok bool) {
 func (w *PodWorkers[T]) Pods() []PodInfo {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]PodInfo, 0, len(w.m.records))
-	for _, r := range w.m.records {
-		out = append(out, r.info())
-	}
-	return out
+	return w.m.infos()
 }

@@ -85,7 +85,7 @@ func (r *rig) absent(uid types.UID) {
 	require.False(r.t, ok, "worker for %s still exists", uid)
 }
 
-func (r *rig) hold(uid types.UID, h podworkertest.Hook) *podworkertest.Gate {
+func (r *rig) hold(uid types.UID, h podworker.Hook) *podworkertest.Gate {
 	return r.f.Hold(uid, h)
 }
 
@@ -146,7 +146,7 @@ func TestUpdatePodParallel(t *testing.T) {
 			require.NotEmpty(t, calls, "pod %s never synced", uid)
 			require.LessOrEqual(t, len(calls), j+1, "pod %s synced more often than it was updated", uid)
 			for _, c := range calls {
-				require.Equal(t, podworkertest.HookSyncPod, c.Hook)
+				require.Equal(t, podworker.HookSyncPod, c.Hook)
 				require.Equal(t, podworker.SyncPodCreate, c.UpdateType)
 			}
 			require.Equal(t, strconv.Itoa(j), calls[len(calls)-1].Pod.Name, "pod %s: the newest update must be the last synced", uid)
@@ -184,7 +184,7 @@ func TestUpdatePod(t *testing.T) {
 			p := mkPod("1")
 			r.update(podworker.SyncPodCreate, p)
 			r.settle()
-			g := r.hold("1", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("1", podworker.HookSyncTerminatingPod)
 			r.kill(p, nil)
 			r.entered(g)
 			r.update(podworker.SyncPodCreate, labelled(p))
@@ -346,8 +346,8 @@ func TestCompleteWorkPendingUpdate(t *testing.T) {
 
 		// A failing hook with a newer update waiting: the update runs at
 		// once instead of after the (hour-long) backoff.
-		g := r.hold("1", podworkertest.HookSyncPod)
-		r.f.Next("1", podworkertest.HookSyncPod, podworkertest.Result{Err: fmt.Errorf("boom")})
+		g := r.hold("1", podworker.HookSyncPod)
+		r.f.Next("1", podworker.HookSyncPod, podworkertest.Result{Err: fmt.Errorf("boom")})
 		r.update(podworker.SyncPodUpdate, p)
 		r.entered(g)
 		r.update(podworker.SyncPodUpdate, mkPod("1"))
@@ -372,7 +372,7 @@ func TestUpdatePodForRuntimePod(t *testing.T) {
 		r.settle()
 		calls := r.f.Calls()
 		require.Len(t, calls, 1)
-		assert.Equal(t, podworkertest.HookSyncTerminatingRuntimePod, calls[0].Hook)
+		assert.Equal(t, podworker.HookSyncTerminatingRuntimePod, calls[0].Hook)
 		assert.Equal(t, *rp, calls[0].RuntimePod)
 		r.absent("1")
 	})
@@ -385,7 +385,7 @@ func TestUpdatePodForTerminatedRuntimePod(t *testing.T) {
 		rp := &podworker.RuntimePod{UID: "1", Namespace: "ns", Name: "1"}
 		r.update(podworker.SyncPodCreate, p)
 		r.settle()
-		g := r.hold("1", podworkertest.HookSyncTerminatedPod)
+		g := r.hold("1", podworker.HookSyncTerminatedPod)
 		r.kill(p, nil)
 		r.entered(g)
 		require.Equal(t, podworker.StageTerminated, r.info("1").Stage)
@@ -406,7 +406,7 @@ func TestUpdatePodForTerminatedRuntimePod(t *testing.T) {
 		requireClosed(t, done)
 		r.settle()
 		assert.Equal(t, "sync:create kill(30) terminated", r.trace("1"))
-		assert.Zero(t, r.f.Count("1", podworkertest.HookSyncTerminatingRuntimePod))
+		assert.Zero(t, r.f.Count("1", podworker.HookSyncTerminatingRuntimePod))
 	})
 }
 
@@ -460,7 +460,7 @@ func TestTerminalPhaseTransition(t *testing.T) {
 		require.False(t, r.w.IsPodKnownTerminated("1"))
 		require.False(t, r.w.IsPodTerminationRequested("1"))
 
-		r.f.Next("1", podworkertest.HookSyncPod, podworkertest.Result{Terminal: true})
+		r.f.Next("1", podworker.HookSyncPod, podworkertest.Result{Terminal: true})
 		r.update(podworker.SyncPodUpdate, p)
 		r.settle()
 		assert.Equal(t, "sync:update sync:update sync:update=terminal kill(30) terminated", r.trace("1"))
@@ -526,8 +526,8 @@ func TestStaticPodExclusion(t *testing.T) {
 		assert.Empty(t, r.trace("4-static"))
 
 		// Kill 2-static. While its cleanup runs the name stays taken.
-		gTerm := r.hold("2-static", podworkertest.HookSyncTerminatingPod)
-		gDone := r.hold("2-static", podworkertest.HookSyncTerminatedPod)
+		gTerm := r.hold("2-static", podworker.HookSyncTerminatingPod)
+		gDone := r.hold("2-static", podworker.HookSyncTerminatedPod)
 		r.kill(static("2-static"), nil)
 		r.entered(gTerm)
 		assert.True(t, r.w.IsPodForMirrorPodTerminatingByFullName(full))
@@ -543,11 +543,11 @@ func TestStaticPodExclusion(t *testing.T) {
 
 		// SyncKnownPods with every pod desired reports them all.
 		state := r.w.SyncKnownPods([]*v1.Pod{normal, static("2-static"), static("3-static"), static("4-static")})
-		assert.Equal(t, map[types.UID]podworker.PodWorkerSync{
-			"1-normal": {State: podworker.Syncing, HasConfig: true},
-			"2-static": {State: podworker.Terminated, HasConfig: true, Static: true},
-			"3-static": {State: podworker.Terminated, HasConfig: true, Static: true},
-			"4-static": {State: podworker.Syncing, HasConfig: true, Static: true},
+		assert.Equal(t, map[types.UID]podworker.WorkerReport{
+			"1-normal": {Stage: podworker.StageSyncing, HasConfig: true},
+			"2-static": {Stage: podworker.StageFinished, HasConfig: true, Static: true},
+			"3-static": {Stage: podworker.StageFinished, HasConfig: true, Static: true},
+			"4-static": {Stage: podworker.StageSyncing, HasConfig: true, Static: true},
 		}, state)
 		assert.True(t, r.info("3-static").Finished, "still desired: kept")
 
@@ -579,7 +579,7 @@ func TestStaticPodExclusion(t *testing.T) {
 			r.update(podworker.SyncPodUpdate, static(uid))
 		}
 		r.settle()
-		g6 := r.hold("6-static", podworkertest.HookSyncTerminatedPod)
+		g6 := r.hold("6-static", podworker.HookSyncTerminatedPod)
 		r.kill(static("6-static"), nil)
 		r.entered(g6)
 		r.update(podworker.SyncPodCreate, static("6-static"))
@@ -605,9 +605,9 @@ func TestStaticPodExclusion(t *testing.T) {
 		// forgotten, 6-static (restart requested) too, and the running
 		// orphans are terminated.
 		state = r.w.SyncKnownPods([]*v1.Pod{static("8-static")})
-		assert.Equal(t, map[types.UID]podworker.PodWorkerSync{
-			"1-normal": {State: podworker.Terminating, Orphan: true, HasConfig: true},
-			"8-static": {State: podworker.Syncing, HasConfig: true, Static: true},
+		assert.Equal(t, map[types.UID]podworker.WorkerReport{
+			"1-normal": {Stage: podworker.StageTerminationRequested, Orphan: true, HasConfig: true},
+			"8-static": {Stage: podworker.StageSyncing, HasConfig: true, Static: true},
 		}, state)
 		r.settle()
 		assert.Equal(t, "sync:update kill(30) terminated", r.trace("1-normal"))
@@ -635,7 +635,7 @@ func TestStaticPodFIFO(t *testing.T) {
 		started := func() []string {
 			var out []string
 			for _, uid := range []string{"a", "b", "c", "d"} {
-				if r.f.Count(types.UID(uid), podworkertest.HookSyncPod) > 0 {
+				if r.f.Count(types.UID(uid), podworker.HookSyncPod) > 0 {
 					out = append(out, uid)
 				}
 			}
@@ -692,9 +692,9 @@ func TestSyncKnownPods(t *testing.T) {
 		assert.False(t, r.w.ShouldPodContentBeRemoved("abc"))
 
 		state := r.w.SyncKnownPods(desired)
-		assert.Equal(t, map[types.UID]podworker.PodWorkerSync{
-			"2":  {State: podworker.Syncing, HasConfig: true},
-			"14": {State: podworker.Syncing, HasConfig: true},
+		assert.Equal(t, map[types.UID]podworker.WorkerReport{
+			"2":  {Stage: podworker.StageSyncing, HasConfig: true},
+			"14": {Stage: podworker.StageSyncing, HasConfig: true},
 		}, state)
 		assert.Len(t, r.w.Pods(), 2)
 		assert.False(t, r.w.IsPodTerminationRequested("2"))
@@ -706,9 +706,9 @@ func TestSyncKnownPods(t *testing.T) {
 		// Desired pods that are no longer desired are orphans: terminated
 		// (decision D9: with their grace) and kept until finished.
 		state = r.w.SyncKnownPods(nil)
-		assert.Equal(t, map[types.UID]podworker.PodWorkerSync{
-			"2":  {State: podworker.Terminating, Orphan: true, HasConfig: true},
-			"14": {State: podworker.Terminating, Orphan: true, HasConfig: true},
+		assert.Equal(t, map[types.UID]podworker.WorkerReport{
+			"2":  {Stage: podworker.StageTerminationRequested, Orphan: true, HasConfig: true},
+			"14": {Stage: podworker.StageTerminationRequested, Orphan: true, HasConfig: true},
 		}, state)
 		assert.Len(t, r.w.Pods(), 2)
 		r.settle()
@@ -743,7 +743,7 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 		// removed: SyncKnownPods forgot the worker. Otherwise it reports
 		// state.
 		removed bool
-		state   podworker.PodWorkerSync
+		state   podworker.WorkerReport
 		// trace is p's whole trace once the worker went on and settled.
 		trace string
 		check func(t *testing.T, r *rig)
@@ -756,7 +756,7 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 		name:    "finished worker, still desired",
 		setup:   func(r *rig) func() { synced(r); r.kill(p, nil); return nil },
 		desired: true,
-		state:   podworker.PodWorkerSync{State: podworker.Terminated, HasConfig: true},
+		state:   podworker.WorkerReport{Stage: podworker.StageFinished, HasConfig: true},
 		trace:   "sync:create kill(30) terminated",
 		check: func(t *testing.T, r *rig) {
 			assert.True(t, r.info("p").Finished)
@@ -765,7 +765,7 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 		name: "finished worker that asked for a restart, still desired",
 		setup: func(r *rig) func() {
 			synced(r)
-			g := r.hold("p", podworkertest.HookSyncTerminatedPod)
+			g := r.hold("p", podworker.HookSyncTerminatedPod)
 			r.kill(p, nil)
 			r.entered(g)
 			r.update(podworker.SyncPodCreate, p)
@@ -780,14 +780,14 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 		name: "worker that asked for a restart and is not finished yet",
 		setup: func(r *rig) func() {
 			synced(r)
-			g := r.hold("p", podworkertest.HookSyncTerminatedPod)
+			g := r.hold("p", podworker.HookSyncTerminatedPod)
 			r.kill(p, nil)
 			r.entered(g)
 			r.update(podworker.SyncPodCreate, p)
 			return g.Release
 		},
 		desired: true,
-		state:   podworker.PodWorkerSync{State: podworker.Terminated, HasConfig: true},
+		state:   podworker.WorkerReport{Stage: podworker.StageTerminated, HasConfig: true},
 		trace:   "sync:create kill(30) terminated",
 		check: func(t *testing.T, r *rig) {
 			info := r.info("p")
@@ -803,7 +803,7 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 			return nil
 		},
 		desired: true,
-		state:   podworker.PodWorkerSync{State: podworker.Syncing, HasConfig: true, Static: true},
+		state:   podworker.WorkerReport{Stage: podworker.StageNotStarted, HasConfig: true, Static: true},
 		trace:   "",
 		check: func(t *testing.T, r *rig) {
 			assert.Equal(t, podworker.StageNotStarted, r.info("p").Stage)
@@ -830,7 +830,7 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 			return r.start
 		},
 		desired: true,
-		state:   podworker.PodWorkerSync{State: podworker.Syncing, HasConfig: true},
+		state:   podworker.WorkerReport{Stage: podworker.StageNotStarted, HasConfig: true},
 		trace:   "sync:create",
 	}, {
 		name: "orphaned worker not started yet",
@@ -843,7 +843,7 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 	}, {
 		name:  "orphaned started worker",
 		setup: func(r *rig) func() { synced(r); return nil },
-		state: podworker.PodWorkerSync{State: podworker.Terminating, Orphan: true, HasConfig: true},
+		state: podworker.WorkerReport{Stage: podworker.StageTerminationRequested, Orphan: true, HasConfig: true},
 		trace: "sync:create kill(30) terminated",
 		check: func(t *testing.T, r *rig) {
 			info := r.info("p")
@@ -854,12 +854,12 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 		name: "orphaned terminating worker",
 		setup: func(r *rig) func() {
 			synced(r)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			r.kill(p, nil)
 			r.entered(g)
 			return g.Release
 		},
-		state: podworker.PodWorkerSync{State: podworker.Terminating, Orphan: true, HasConfig: true},
+		state: podworker.WorkerReport{Stage: podworker.StageTerminating, Orphan: true, HasConfig: true},
 		trace: "sync:create kill(30) terminated",
 		check: func(t *testing.T, r *rig) {
 			assert.True(t, r.info("p").Deleted, "an orphan counts as deleted (decision D3)")
@@ -868,8 +868,8 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 		name: "orphaned terminating worker with a newer pending update",
 		setup: func(r *rig) func() {
 			synced(r)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
-			r.f.Next("p", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Err: fmt.Errorf("not yet")})
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
+			r.f.Next("p", podworker.HookSyncTerminatingPod, podworkertest.Result{Err: fmt.Errorf("not yet")})
 			r.kill(p, nil)
 			r.entered(g)
 			newer := p.DeepCopy()
@@ -877,7 +877,7 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 			r.update(podworker.SyncPodUpdate, newer)
 			return g.Release
 		},
-		state: podworker.PodWorkerSync{State: podworker.Terminating, Orphan: true, HasConfig: true},
+		state: podworker.WorkerReport{Stage: podworker.StageTerminating, Orphan: true, HasConfig: true},
 		trace: "sync:create kill(30)=error kill(30) terminated",
 		check: func(t *testing.T, r *rig) {
 			calls := r.f.CallsFor("p")
@@ -887,12 +887,12 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 		name: "orphaned terminated worker",
 		setup: func(r *rig) func() {
 			synced(r)
-			g := r.hold("p", podworkertest.HookSyncTerminatedPod)
+			g := r.hold("p", podworker.HookSyncTerminatedPod)
 			r.kill(p, nil)
 			r.entered(g)
 			return g.Release
 		},
-		state: podworker.PodWorkerSync{State: podworker.Terminated, Orphan: true, HasConfig: true},
+		state: podworker.WorkerReport{Stage: podworker.StageTerminated, Orphan: true, HasConfig: true},
 		trace: "sync:create kill(30) terminated",
 	}, {
 		name: "orphaned runtime-only worker not run yet",
@@ -900,7 +900,7 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 			r.send(podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, RunningPod: &podworker.RuntimePod{UID: "p", Namespace: "ns", Name: "p"}})
 			return r.start
 		},
-		state: podworker.PodWorkerSync{State: podworker.Terminating, Orphan: true},
+		state: podworker.WorkerReport{Stage: podworker.StageTerminationRequested, Orphan: true},
 		trace: "kill-runtime",
 		check: func(t *testing.T, r *rig) {
 			r.absent("p")
@@ -985,8 +985,8 @@ func TestKillPod(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
 			r.started(p)
-			gTerm := r.hold("p", podworkertest.HookSyncTerminatingPod)
-			gDone := r.hold("p", podworkertest.HookSyncTerminatedPod)
+			gTerm := r.hold("p", podworker.HookSyncTerminatingPod)
+			gDone := r.hold("p", podworker.HookSyncTerminatedPod)
 			res := r.killPod(r.ctx, p, podworker.KillPodOptions{})
 			r.entered(gTerm)
 			requireNoResult(t, res)
@@ -1001,8 +1001,8 @@ func TestKillPod(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
-			r.f.Next("p", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
+			r.f.Next("p", podworker.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
 			first := r.killPod(r.ctx, p, podworker.KillPodOptions{PodStatusFunc: func(s *v1.PodStatus) { s.Reason = "first" }})
 			r.entered(g)
 			second := r.killPod(r.ctx, p, podworker.KillPodOptions{PodStatusFunc: func(s *v1.PodStatus) { s.Reason = "second" }})
@@ -1024,7 +1024,7 @@ func TestKillPod(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
 			r.started(p)
-			g := r.hold("p", podworkertest.HookSyncTerminatingPod)
+			g := r.hold("p", podworker.HookSyncTerminatingPod)
 			ctx, cancel := context.WithCancel(context.Background())
 			res := r.killPod(ctx, p, podworker.KillPodOptions{})
 			r.entered(g)

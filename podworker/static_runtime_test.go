@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podkit/podkit/podworker"
-	"github.com/podkit/podkit/podworker/podworkertest"
 )
 
 // A UID first seen as a runtime-only pod, then killed with its static pod
@@ -21,12 +20,12 @@ func TestStaticPodSeenFirstInRuntimeIsStoppedAsAnOrphan(t *testing.T) {
 		// updates of the late pod wait and coalesce before its worker runs.
 		r := startRig(t, podworker.Options[struct{}]{MaxConcurrentSyncs: 1})
 		holder := mkStatic("holder", "web")
-		hg := r.hold("holder", podworkertest.HookSyncPod)
+		hg := r.hold("holder", podworker.HookSyncPod)
 		r.update(podworker.SyncPodCreate, holder)
 		r.entered(hg)
 
 		late := mkStatic("late", "web")
-		g := r.hold("late", podworkertest.HookSyncTerminatingRuntimePod)
+		g := r.hold("late", podworker.HookSyncTerminatingRuntimePod)
 		r.send(podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, RunningPod: &podworker.RuntimePod{UID: "late", Name: "web", Namespace: "ns"}})
 		r.kill(late, nil)
 		hg.Release()

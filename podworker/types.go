@@ -45,38 +45,41 @@ func (t UpdateType) String() string {
 
 func (t UpdateType) valid() bool { return t >= SyncPodSync && t <= SyncPodKill }
 
-// State is the kind of work a pod worker does next: set the pod up, stop its
-// containers, or clean up after it. It is the coarse view; Stage is the
-// fine one.
-type State int
+// Hook names one hook of a PodSyncer or RuntimePodSyncer. The engine's
+// logs, its metrics and podworkertest's recordings name hooks with it.
+type Hook int
 
 const (
-	// Syncing: the pod may be started and kept running (SyncPod).
-	Syncing State = iota
-	// Terminating: the pod's containers are being stopped
-	// (SyncTerminatingPod). No SyncPod runs again for this UID.
-	Terminating
-	// Terminated: no container of the pod runs any more; its resources are
-	// being cleaned up (SyncTerminatedPod).
-	Terminated
+	// HookSyncPod is PodSyncer.SyncPod.
+	HookSyncPod Hook = iota + 1
+	// HookSyncTerminatingPod is PodSyncer.SyncTerminatingPod.
+	HookSyncTerminatingPod
+	// HookSyncTerminatedPod is PodSyncer.SyncTerminatedPod.
+	HookSyncTerminatedPod
+	// HookSyncTerminatingRuntimePod is RuntimePodSyncer.SyncTerminatingRuntimePod.
+	HookSyncTerminatingRuntimePod
 )
 
-// String returns "sync", "terminating" or "terminated".
-func (s State) String() string {
-	switch s {
-	case Syncing:
-		return "sync"
-	case Terminating:
-		return "terminating"
-	case Terminated:
-		return "terminated"
+var hookNames = [...]string{"", "SyncPod", "SyncTerminatingPod", "SyncTerminatedPod", "SyncTerminatingRuntimePod"}
+
+// String returns the hook's method name, e.g. "SyncTerminatingPod".
+func (h Hook) String() string {
+	if h > 0 && int(h) < len(hookNames) {
+		return hookNames[h]
 	}
-	return fmt.Sprintf("State(%d)", int(s))
+	return fmt.Sprintf("Hook(%d)", int(h))
 }
 
-// Stage is the precise position of a pod worker in its lifecycle. Stages
-// only ever move forward for one UID; a UID whose worker was removed is
-// StageAbsent again and starts over if it is updated.
+// Stage is the position of a pod worker in its lifecycle: the one concept
+// of where a pod stands (there is no coarser "state"). Stages only ever
+// move forward for one UID; a UID whose worker was removed is StageAbsent
+// again and starts over if it is updated.
+//
+// The kubelet's three work types are ranges of stages: its SyncPod work is
+// StageNotStarted and StageSyncing (the next hook is SyncPod), its
+// TerminatingPod work is StageTerminationRequested and StageTerminating
+// (SyncTerminatingPod), its TerminatedPod work is StageTerminated and
+// StageFinished (SyncTerminatedPod, then nothing).
 type Stage int
 
 const (
@@ -127,8 +130,14 @@ type KillPodOptions struct {
 	// the pod can no longer have running containers: after
 	// SyncTerminatingPod succeeds, at once if that is already so (the pod is
 	// terminated, finished, or was never started), or when its worker is
-	// removed before it started. The engine owns closing it: do not close
-	// it yourself, and do not hand the same channel to two updates.
+	// removed before it started.
+	//
+	// The contract: from the moment it is handed over, the engine owns
+	// closing the channel. Make a new channel for every kill; do not close
+	// it yourself, and do not hand the same channel to a second update (of
+	// the same pod or another), even once it is closed. A violation cannot
+	// crash the engine: the second close is skipped and logged at level 0,
+	// as an error naming the pod's UID and full name.
 	CompletedCh chan<- struct{}
 	// Evict marks the termination as an eviction: the window then allows the
 	// pod's content to be removed at once (ShouldPodContentBeRemoved). It
@@ -140,8 +149,10 @@ type KillPodOptions struct {
 	PodStatusFunc func(*v1.PodStatus)
 	// PodTerminationGracePeriodSecondsOverride, when not nil, is a grace
 	// period in seconds to use instead of the pod's. It can only shorten the
-	// effective grace period; 0 means 1; a negative value is rejected. The
-	// engine never writes to it (read the effective value with Pod).
+	// effective grace period. Like every grace period the engine reads, a
+	// value below 1 (0 or negative) means 1 and one above
+	// MaxGracePeriodSeconds means MaxGracePeriodSeconds. The engine never
+	// writes to it (decision D14; read the effective value with Pod).
 	PodTerminationGracePeriodSecondsOverride *int64
 }
 
@@ -177,6 +188,14 @@ type UpdatePodOptions struct {
 // or its grace period shortens (the hook is then called again with the new
 // situation) and when Run shuts down. Do not keep ctx past the hook's
 // return. A hook that panics is treated as one that failed.
+//
+// The engine calls SyncPod when the desired pod changes, on a retry, and
+// every Options.ResyncInterval. When the runtime changes on its own — a
+// container exited, a sandbox died, a probe flipped — the syncer (or
+// whatever watches the runtime) reports it with PodWorkers.Resync(uid): the
+// pod's current hook then runs again soon with the newest desired state,
+// coalesced with anything already pending. There is no need to keep the
+// pod around to send it again with UpdatePod.
 type PodSyncer[T any] interface {
 	// SyncPod makes the pod's running state match pod. It returns terminal
 	// true (with a nil error) when the pod has finished on its own (all
@@ -185,7 +204,8 @@ type PodSyncer[T any] interface {
 	// engine backs off and calls SyncPod again with the newest pod.
 	SyncPod(ctx context.Context, updateType UpdateType, pod, mirrorPod *v1.Pod, status T) (terminal bool, err error)
 	// SyncTerminatingPod stops every container of the pod, allowing each
-	// gracePeriod seconds (always >= 1) to exit. It must return nil only
+	// gracePeriod seconds to exit: always in [1, MaxGracePeriodSeconds], so
+	// time.Duration(gracePeriod)*time.Second does not overflow. It must return nil only
 	// when no container of the pod runs; on error it is retried. When ctx
 	// is cancelled because the grace period shortened, return promptly: the
 	// engine calls it again with the shorter grace. podStatusFn, when not
@@ -278,14 +298,15 @@ type StoppedChecker[T any] interface {
 	NothingRunning(status T) bool
 }
 
-// PodWorkerSync is what SyncKnownPods reports for each worker it keeps.
-type PodWorkerSync struct {
-	// State is the worker's current work (Terminated for finished workers).
-	State State
+// WorkerReport is what SyncKnownPods reports for each worker it keeps.
+type WorkerReport struct {
+	// Stage is where the worker stands.
+	Stage Stage
 	// Orphan is true when the UID was not among the desired pods.
 	Orphan bool
 	// HasConfig is true when the worker knows a Pod (false for pods known
-	// only from the runtime).
+	// only from the runtime; true for a static pod that never started,
+	// decision D13).
 	HasConfig bool
 	// Static is true when the worker's pod is a static pod.
 	Static bool
@@ -297,7 +318,6 @@ type PodInfo struct {
 	UID types.UID
 	// FullName is "name_namespace", fixed when the worker was created.
 	FullName string
-	State    State
 	Stage    Stage
 	// Started is true once SyncPod was allowed to run (or a non-static pod
 	// was admitted straight to termination).
@@ -321,11 +341,29 @@ type PodInfo struct {
 	// RuntimeOnly: the worker knows the pod only from the runtime.
 	RuntimeOnly bool
 	// GracePeriod is the effective grace period in seconds once
-	// termination is requested, else 0.
+	// termination is requested, else 0: what SyncTerminatingPod gets, always
+	// in [1, MaxGracePeriodSeconds].
 	GracePeriod int64
 	// Working: a hook is running now or work is queued for the worker.
 	Working bool
 	// Pod and MirrorPod are the last desired state the worker acted on
 	// (before the worker starts: the pending one).
 	Pod, MirrorPod *v1.Pod
+	// LastSyncTime is when the last hook of the pod returned (by
+	// Options.Clock), whichever hook it was and however it ended; zero
+	// before the first one returns.
+	LastSyncTime time.Time
+	// LastSyncError is what that hook returned: nil after a success, the
+	// hook's error (or the error a panic or a failed StatusSource turned
+	// into) after a failure. It is kept until a hook succeeds.
+	LastSyncError error
+	// ConsecutiveFailures counts the hooks of the pod that failed in a row
+	// (each is retried); 0 after a success.
+	ConsecutiveFailures int
+	// NextSyncTime is when the engine will next start a hook for the pod of
+	// its own accord: the due time of a retry or resync, or the time of the
+	// snapshot when work is ready and waits only for a worker. It is zero
+	// when nothing is scheduled: a hook runs now (Working says so), resyncs
+	// are off and the pod is idle, or the worker is finished.
+	NextSyncTime time.Time
 }

@@ -15,8 +15,7 @@ import "k8s.io/apimachinery/pkg/types"
 func (w *PodWorkers[T]) IsPodKnownTerminated(uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r := w.m.records[uid]
-	return r != nil && r.has(fTerminated)
+	return w.m.knownTerminated(uid)
 }
 
 // CouldHaveRunningContainers reports whether the pod may still have
@@ -25,10 +24,7 @@ func (w *PodWorkers[T]) IsPodKnownTerminated(uid types.UID) bool {
 func (w *PodWorkers[T]) CouldHaveRunningContainers(uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r := w.m.records[uid]; r != nil {
-		return !r.has(fTerminated)
-	}
-	return !w.m.podsSynced
+	return w.m.couldHaveRunning(uid)
 }
 
 // ShouldPodBeFinished reports whether the pod is done: its cleanup ran (or
@@ -36,10 +32,7 @@ func (w *PodWorkers[T]) CouldHaveRunningContainers(uid types.UID) bool {
 func (w *PodWorkers[T]) ShouldPodBeFinished(uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r := w.m.records[uid]; r != nil {
-		return r.has(fFinished)
-	}
-	return w.m.podsSynced
+	return w.m.shouldBeFinished(uid)
 }
 
 // IsPodTerminationRequested reports whether termination of the pod was
@@ -48,8 +41,7 @@ func (w *PodWorkers[T]) ShouldPodBeFinished(uid types.UID) bool {
 func (w *PodWorkers[T]) IsPodTerminationRequested(uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r := w.m.records[uid]
-	return r != nil && r.has(fTermRequested)
+	return w.m.terminationRequested(uid)
 }
 
 // ShouldPodContainersBeTerminating reports whether the worker has begun
@@ -58,10 +50,7 @@ func (w *PodWorkers[T]) IsPodTerminationRequested(uid types.UID) bool {
 func (w *PodWorkers[T]) ShouldPodContainersBeTerminating(uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r := w.m.records[uid]; r != nil {
-		return r.has(fTermStarted)
-	}
-	return w.m.podsSynced
+	return w.m.containersTerminating(uid)
 }
 
 // ShouldPodRuntimeBeRemoved reports whether the pod's runtime objects
@@ -70,10 +59,7 @@ func (w *PodWorkers[T]) ShouldPodContainersBeTerminating(uid types.UID) bool {
 func (w *PodWorkers[T]) ShouldPodRuntimeBeRemoved(uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r := w.m.records[uid]; r != nil {
-		return r.has(fTerminated)
-	}
-	return w.m.podsSynced
+	return w.m.runtimeRemovable(uid)
 }
 
 // ShouldPodContentBeRemoved reports whether the pod's content (volumes,
@@ -83,10 +69,7 @@ func (w *PodWorkers[T]) ShouldPodRuntimeBeRemoved(uid types.UID) bool {
 func (w *PodWorkers[T]) ShouldPodContentBeRemoved(uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r := w.m.records[uid]; r != nil {
-		return r.has(fEvicted) || (r.has(fDeleted) && r.has(fTerminated))
-	}
-	return w.m.podsSynced
+	return w.m.contentRemovable(uid)
 }
 
 // IsPodForMirrorPodTerminatingByFullName reports whether the static pod that
@@ -97,9 +80,5 @@ func (w *PodWorkers[T]) ShouldPodContentBeRemoved(uid types.UID) bool {
 func (w *PodWorkers[T]) IsPodForMirrorPodTerminatingByFullName(fullName string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := w.m.static[fullName]
-	if s == nil || s.holder == nil {
-		return false
-	}
-	return s.holder.has(fTermRequested) && !s.holder.has(fTerminated)
+	return w.m.mirrorPodTerminating(fullName)
 }

@@ -68,7 +68,7 @@ var (
 // cannot start stopping containers.
 func stageD(term terminator) func(r *rig, p *v1.Pod) func() {
 	return func(r *rig, p *v1.Pod) func() {
-		g := r.f.HoldUncancelable(p.UID, podworkertest.HookSyncPod)
+		g := r.f.HoldUncancelable(p.UID, podworker.HookSyncPod)
 		r.update(podworker.SyncPodUpdate, p)
 		r.entered(g)
 		term.do(r, p)
@@ -81,7 +81,7 @@ func stageD(term terminator) func(r *rig, p *v1.Pod) func() {
 // stageE: SyncTerminatingPod is running.
 func stageE(term terminator) func(r *rig, p *v1.Pod) func() {
 	return func(r *rig, p *v1.Pod) func() {
-		g := r.hold(p.UID, podworkertest.HookSyncTerminatingPod)
+		g := r.hold(p.UID, podworker.HookSyncTerminatingPod)
 		term.do(r, p)
 		r.entered(g)
 		require.Equal(r.t, podworker.StageTerminating, r.info(p.UID).Stage)
@@ -92,7 +92,7 @@ func stageE(term terminator) func(r *rig, p *v1.Pod) func() {
 // stageF: containers stopped, SyncTerminatedPod is running.
 func stageF(term terminator) func(r *rig, p *v1.Pod) func() {
 	return func(r *rig, p *v1.Pod) func() {
-		g := r.hold(p.UID, podworkertest.HookSyncTerminatedPod)
+		g := r.hold(p.UID, podworker.HookSyncTerminatedPod)
 		term.do(r, p)
 		r.entered(g)
 		require.Equal(r.t, podworker.StageTerminated, r.info(p.UID).Stage)
@@ -215,7 +215,7 @@ func TestWindowMirrorPodQueryOnlyForTheHolder(t *testing.T) {
 		normal := podworkertest.NewPod("n", "ns", "web")
 		r.update(podworker.SyncPodCreate, normal)
 		r.settle()
-		g := r.hold("n", podworkertest.HookSyncTerminatingPod)
+		g := r.hold("n", podworker.HookSyncTerminatingPod)
 		r.kill(normal, nil)
 		r.entered(g)
 		assert.False(t, r.w.IsPodForMirrorPodTerminatingByFullName("web_ns"))
@@ -228,7 +228,7 @@ func TestWindowMirrorPodQueryOnlyForTheHolder(t *testing.T) {
 		r.update(podworker.SyncPodCreate, holder)
 		r.update(podworker.SyncPodCreate, waiting)
 		r.settle()
-		gh := r.hold("h", podworkertest.HookSyncTerminatingPod)
+		gh := r.hold("h", podworker.HookSyncTerminatingPod)
 		r.kill(waiting, nil)
 		r.settle()
 		assert.False(t, r.w.IsPodForMirrorPodTerminatingByFullName("web_ns"))
@@ -248,7 +248,7 @@ func TestWindowRuntimeOnlyPod(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		r := startRig(t, podworker.Options[struct{}]{})
 		r.w.SyncKnownPods(nil)
-		g := r.hold("rt", podworkertest.HookSyncTerminatingRuntimePod)
+		g := r.hold("rt", podworker.HookSyncTerminatingRuntimePod)
 		r.send(podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, RunningPod: &podworker.RuntimePod{UID: "rt", Namespace: "ns", Name: "rt"}})
 		r.entered(g)
 		// Deleted, and content only once terminated.

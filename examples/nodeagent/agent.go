@@ -543,9 +543,7 @@ func (a *agent) eventLoop(stop <-chan struct{}, done chan<- struct{}) {
 		for _, ev := range evs {
 			a.printEvent(ev)
 			if ev.Type == processruntime.ContainerExited && !stopping {
-				if pod, ok := a.store.GetPodByUID(ev.UID); ok {
-					a.handler.HandlePodSyncs(context.Background(), []*v1.Pod{pod})
-				}
+				a.workers.Resync(ev.UID)
 			}
 		}
 		if stopping {

@@ -25,7 +25,6 @@ type windowView struct {
 
 // workerView is a podworker.PodInfo in JSON.
 type workerView struct {
-	State                string  `json:"state"`
 	Stage                string  `json:"stage"`
 	Started              bool    `json:"started"`
 	TerminationRequested bool    `json:"terminationRequested"`
@@ -128,7 +127,6 @@ func (a *agent) podsView() podsResponse {
 
 func workerOf(info podworker.PodInfo) *workerView {
 	return &workerView{
-		State:                info.State.String(),
 		Stage:                info.Stage.String(),
 		Started:              info.Started,
 		TerminationRequested: info.TerminationRequested,

@@ -249,7 +249,6 @@ spec:
 	assert.Equal(t, "sleeper-test-node_default", p.FullName)
 	require.NotNil(t, p.Worker)
 	assert.Equal(t, "syncing", p.Worker.Stage)
-	assert.Equal(t, "sync", p.Worker.State)
 	assert.True(t, p.Worker.Started)
 	assert.True(t, p.Worker.Static)
 	require.NotNil(t, p.Worker.Pod)

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -35,6 +40,9 @@ type simFlaws struct {
 	forgetOnTerminated bool // SyncTerminatedPod drops running containers without stopping them
 	keepAfterCleanup   bool // a restarted UID sees its previous life's exited containers
 	neverTerminal      bool // SyncPod never reports terminal
+	initAtOnce         bool // SyncPod starts init and app containers together
+	graceInt32         bool // SyncTerminatingPod converts the grace period through an int32
+	ignoresCtx         bool // SyncTerminatingPod waits the grace period whatever its ctx
 }
 
 type simPod struct {
@@ -83,9 +91,16 @@ func (r *simRuntime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _
 	defer r.mu.Unlock()
 	p := r.podLocked(pod)
 	for _, c := range pod.Spec.InitContainers {
-		if !p.exited[c.Name] {
-			r.startLocked(p, c.Name)
+		if _, running := p.running[c.Name]; running && !r.flaws.initAtOnce {
 			return false, nil
+		}
+		if !p.exited[c.Name] {
+			if _, running := p.running[c.Name]; !running {
+				r.startLocked(p, c.Name)
+			}
+			if _, running := p.running[c.Name]; running && !r.flaws.initAtOnce {
+				return false, nil
+			}
 		}
 	}
 	done := true
@@ -106,6 +121,12 @@ func (r *simRuntime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _
 }
 
 func (r *simRuntime) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ struct{}, grace int64, _ func(*v1.PodStatus)) error {
+	if r.flaws.graceInt32 {
+		grace = int64(int32(grace))
+	}
+	if r.flaws.ignoresCtx {
+		ctx = context.WithoutCancel(ctx)
+	}
 	return r.stop(ctx, pod.UID, time.Duration(grace)*time.Second)
 }
 
@@ -132,7 +153,7 @@ func (r *simRuntime) stop(ctx context.Context, uid types.UID, grace time.Duratio
 		}
 	}
 	r.mu.Unlock()
-	if stubborn && !r.flaws.killAtOnce {
+	if stubborn && !r.flaws.killAtOnce && grace > 0 {
 		t := time.NewTimer(grace)
 		select {
 		case <-t.C:
@@ -262,27 +283,39 @@ func TestRunConformanceCatchesBrokenRuntimes(t *testing.T) {
 		flaws simFlaws
 		check string
 		want  string
+		// within bounds how long the check may take to fail, when set.
+		within time.Duration
 	}{
-		{simFlaws{restartOnSync: true}, "SyncPodIsIdempotent", "changed the running containers"},
-		{simFlaws{neverTerminal: true}, "SyncPodReportsTerminal", "never reported terminal"},
-		{simFlaws{killAtOnce: true}, "SyncTerminatingPodRespectsGracePeriod", "was killed before its 2s grace period"},
-		{simFlaws{leaveOneRunning: true}, "SyncTerminatingPodStopsEverything", "still run"},
-		{simFlaws{leaveOneRunning: true}, "SyncTerminatingRuntimePod", "still run"},
-		{simFlaws{forgetOnTerminated: true}, "SyncTerminatedPodBeforeTerminationLeaksNothing", "still run"},
-		{simFlaws{keepAfterCleanup: true}, "RestartedUIDStartsClean", "did not run its container again"},
+		{simFlaws{restartOnSync: true}, "SyncPodIsIdempotent", "changed the running containers", 0},
+		{simFlaws{neverTerminal: true}, "SyncPodReportsTerminal", "never reported terminal", 0},
+		{simFlaws{killAtOnce: true}, "SyncTerminatingPodRespectsGracePeriod", "was killed before its 2s grace period", 0},
+		{simFlaws{leaveOneRunning: true}, "SyncTerminatingPodStopsEverything", "still run", 0},
+		{simFlaws{leaveOneRunning: true}, "SyncTerminatingRuntimePod", "still run", 0},
+		{simFlaws{forgetOnTerminated: true}, "SyncTerminatedPodBeforeTerminationLeaksNothing", "still run", 0},
+		{simFlaws{keepAfterCleanup: true}, "RestartedUIDStartsClean", "did not run its container again", 0},
+		{simFlaws{initAtOnce: true}, "InitContainersRunInOrder", "[init-1] were not seen running (alone)", 0},
+		{simFlaws{graceInt32: true}, "SyncTerminatingPodWaitsWithTheLongestGracePeriod", "the grace period was not honoured", 0},
+		// The hook would return after its 60s grace period: the check fails
+		// 300ms + Tolerance (2s) after the call, not then.
+		{simFlaws{ignoresCtx: true}, "CancelledContextReturnsPromptly", "did not return within 2.3s", 10 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.check, func(t *testing.T) {
 			t.Parallel()
 			rec := &recorder{TB: t}
 			done := make(chan struct{})
+			start := time.Now()
 			go func() {
 				defer close(done)
 				runCheck[struct{}](rec, simTarget(tc.flaws), checks[tc.check])
 			}()
 			<-done
+			took := time.Since(start)
 			if !strings.Contains(rec.text(), tc.want) {
 				t.Fatalf("check %s on a runtime with %+v: want a failure containing %q, got %q", tc.check, tc.flaws, tc.want, rec.text())
+			}
+			if tc.within > 0 && took > tc.within {
+				t.Fatalf("check %s on a runtime with %+v failed after %v, want within %v", tc.check, tc.flaws, took, tc.within)
 			}
 		})
 	}
@@ -299,5 +332,37 @@ func TestRunConformanceRejectsAnIncompleteTarget(t *testing.T) {
 				t.Fatal("an incomplete target was accepted")
 			}
 		})
+	}
+}
+
+// TestHelperBrokenConformance is run by
+// TestRunConformanceReportsAtTheCallersLine in a child process: it runs the
+// suite against a runtime that fails one check.
+func TestHelperBrokenConformance(t *testing.T) {
+	if os.Getenv("PODWORKERTEST_BROKEN_CONFORMANCE") != "1" {
+		t.Skip("run by TestRunConformanceReportsAtTheCallersLine")
+	}
+	_, _, line, _ := runtime.Caller(0)
+	fmt.Printf("RunConformance is called at line %d\n", line+2)
+	RunConformance(t, func(*testing.T) ConformanceTarget[struct{}] { return simTarget(simFlaws{restartOnSync: true}) })
+}
+
+// A failing check is reported at the line of the test that called
+// RunConformance (every function of the suite is a t.Helper), not at a line
+// inside the suite.
+func TestRunConformanceReportsAtTheCallersLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the test binary again")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBrokenConformance$", "-test.v")
+	cmd.Env = append(os.Environ(), "PODWORKERTEST_BROKEN_CONFORMANCE=1")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "the broken runtime fails the suite:\n%s", out)
+	m := regexp.MustCompile(`RunConformance is called at line (\d+)`).FindSubmatch(out)
+	require.NotNil(t, m, "the child printed its call line:\n%s", out)
+	at := "conformance_test.go:" + string(m[1]) + ": "
+	assert.Contains(t, string(out), at+"SyncPod(sync) changed the running containers", "the failure is reported at the caller's line")
+	for _, inside := range []string{"conformance.go:", "conformance_checks.go:", "conformance_calls.go:"} {
+		assert.NotContains(t, string(out), inside, "no failure is reported inside the suite")
 	}
 }

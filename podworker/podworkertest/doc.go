@@ -13,9 +13,15 @@
 //     Release on the returned Gate, and Gate.Wait tells the test the hook
 //     was entered. The engine's cancellation still reaches a held hook.
 //  4. Run the engine with Start, feed it with UpdatePod, and wait for
-//     outcomes with WaitForStage or FakeSyncer.WaitForTrace.
+//     outcomes with podworker.PodWorkers.WaitForStage or
+//     FakeSyncer.WaitForTrace.
 //  5. Assert on Calls, CallsFor, or the compact Trace, for example
 //     "sync:create kill(30) terminated".
+//
+// To test a real PodSyncer under the engine, wrap it with NewSpySyncer: the
+// same recording, scripting and gates, with every unscripted call passed to
+// the real syncer. RunConformance checks a real syncer directly, without
+// the engine, against the hooks' contract.
 //
 // # Time
 //

@@ -26,7 +26,7 @@ func ExampleFakeSyncer() {
 	// create is not coalesced away.
 	_ = f.WaitForTrace(ctx, pod.UID, "sync:create")
 	_ = w.KillPod(ctx, pod, podworker.KillPodOptions{}) // returns once the containers are stopped
-	_, _ = podworkertest.WaitForStage(ctx, w, pod.UID, podworker.StageFinished)
+	_, _ = w.WaitForStage(ctx, pod.UID, podworker.StageFinished)
 
 	fmt.Println(f.Trace(pod.UID))
 	cancel()
@@ -45,13 +45,13 @@ func ExampleFakeSyncer_Hold() {
 	go func() { _ = w.Run(ctx) }()
 
 	pod := podworkertest.NewPod("uid-1", "default", "web")
-	gate := f.Hold(pod.UID, podworkertest.HookSyncTerminatingPod)
+	gate := f.Hold(pod.UID, podworker.HookSyncTerminatingPod)
 	_ = w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod})
 	_ = gate.Wait(ctx) // SyncTerminatingPod is running, and stays so
 	fmt.Println("could have running containers:", w.CouldHaveRunningContainers(pod.UID))
 
 	gate.Release()
-	_, _ = podworkertest.WaitForStage(ctx, w, pod.UID, podworker.StageTerminated)
+	_, _ = w.WaitForStage(ctx, pod.UID, podworker.StageTerminated)
 	fmt.Println("could have running containers:", w.CouldHaveRunningContainers(pod.UID))
 	// Output:
 	// could have running containers: true

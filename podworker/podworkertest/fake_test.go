@@ -38,7 +38,7 @@ func TestFakeSyncerRecordsEveryHookWithItsArguments(t *testing.T) {
 	require.Len(t, calls, 4)
 	c := calls[0]
 	assert.Equal(t, 1, c.Seq)
-	assert.Equal(t, podworkertest.HookSyncPod, c.Hook)
+	assert.Equal(t, podworker.HookSyncPod, c.Hook)
 	assert.Equal(t, pod.UID, c.UID)
 	assert.Equal(t, podworker.SyncPodCreate, c.UpdateType)
 	assert.Same(t, pod, c.Pod)
@@ -50,17 +50,17 @@ func TestFakeSyncerRecordsEveryHookWithItsArguments(t *testing.T) {
 
 	c = calls[1]
 	assert.Equal(t, 2, c.Seq)
-	assert.Equal(t, podworkertest.HookSyncTerminatingPod, c.Hook)
+	assert.Equal(t, podworker.HookSyncTerminatingPod, c.Hook)
 	assert.Equal(t, int64(30), c.GracePeriod)
 	assert.NotNil(t, c.PodStatusFunc)
 	assert.Equal(t, "s2", c.Status)
 	assert.Equal(t, time.Unix(101, 0), c.Time)
 
-	assert.Equal(t, podworkertest.HookSyncTerminatedPod, calls[2].Hook)
+	assert.Equal(t, podworker.HookSyncTerminatedPod, calls[2].Hook)
 	assert.Equal(t, "s3", calls[2].Status)
 
 	c = calls[3]
-	assert.Equal(t, podworkertest.HookSyncTerminatingRuntimePod, c.Hook)
+	assert.Equal(t, podworker.HookSyncTerminatingRuntimePod, c.Hook)
 	assert.Equal(t, podworker.RuntimePod{UID: "u2", Namespace: "ns", Name: "b"}, c.RuntimePod)
 	assert.Equal(t, c.RuntimePod.UID, c.UID)
 	assert.Nil(t, c.Pod)
@@ -68,8 +68,8 @@ func TestFakeSyncerRecordsEveryHookWithItsArguments(t *testing.T) {
 	assert.Equal(t, "sync:create kill(30) terminated", f.Trace("u1"))
 	assert.Equal(t, "kill-runtime", f.Trace("u2"))
 	assert.Len(t, f.CallsFor("u1"), 3)
-	assert.Equal(t, 1, f.Count("u1", podworkertest.HookSyncPod))
-	assert.Equal(t, 2, f.Count(podworkertest.AnyUID, podworkertest.HookSyncTerminatingPod)+f.Count(podworkertest.AnyUID, podworkertest.HookSyncTerminatingRuntimePod))
+	assert.Equal(t, 1, f.Count("u1", podworker.HookSyncPod))
+	assert.Equal(t, 2, f.Count(podworkertest.AnyUID, podworker.HookSyncTerminatingPod)+f.Count(podworkertest.AnyUID, podworker.HookSyncTerminatingRuntimePod))
 }
 
 func TestFakeSyncerScripts(t *testing.T) {
@@ -81,8 +81,8 @@ func TestFakeSyncerScripts(t *testing.T) {
 
 	t.Run("Next is used per call, in order, then Always, then success", func(t *testing.T) {
 		var f podworkertest.FakeSyncer[struct{}]
-		f.Next("a", podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Terminal: true})
-		f.Always("a", podworkertest.HookSyncPod, podworkertest.Result{Err: context.Canceled})
+		f.Next("a", podworker.HookSyncPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Terminal: true})
+		f.Always("a", podworker.HookSyncPod, podworkertest.Result{Err: context.Canceled})
 
 		_, err := sync(&f, a)
 		require.ErrorIs(t, err, errBoom)
@@ -99,7 +99,7 @@ func TestFakeSyncerScripts(t *testing.T) {
 		require.False(t, terminal)
 		require.NoError(t, f.SyncTerminatedPod(ctx, a, struct{}{}))
 
-		f.Always("a", podworkertest.HookSyncPod, podworkertest.Result{})
+		f.Always("a", podworker.HookSyncPod, podworkertest.Result{})
 		_, err = sync(&f, a)
 		require.NoError(t, err)
 		assert.Equal(t, "sync:sync=error sync:sync=terminal sync:sync=canceled sync:sync=canceled terminated sync:sync", f.Trace("a"))
@@ -107,9 +107,9 @@ func TestFakeSyncerScripts(t *testing.T) {
 
 	t.Run("a UID's own script wins over AnyUID's", func(t *testing.T) {
 		var f podworkertest.FakeSyncer[struct{}]
-		f.Always(podworkertest.AnyUID, podworkertest.HookSyncPod, podworkertest.Result{Err: errBoom})
-		f.Next(podworkertest.AnyUID, podworkertest.HookSyncPod, podworkertest.Result{Terminal: true})
-		f.Always("b", podworkertest.HookSyncPod, podworkertest.Result{})
+		f.Always(podworkertest.AnyUID, podworker.HookSyncPod, podworkertest.Result{Err: errBoom})
+		f.Next(podworkertest.AnyUID, podworker.HookSyncPod, podworkertest.Result{Terminal: true})
+		f.Always("b", podworker.HookSyncPod, podworkertest.Result{})
 
 		terminal, err := sync(&f, b)
 		require.NoError(t, err)
@@ -122,7 +122,7 @@ func TestFakeSyncerScripts(t *testing.T) {
 
 	t.Run("a scripted panic panics and is recorded", func(t *testing.T) {
 		var f podworkertest.FakeSyncer[struct{}]
-		f.Next("a", podworkertest.HookSyncTerminatingPod, podworkertest.Result{Panic: "kaboom"})
+		f.Next("a", podworker.HookSyncTerminatingPod, podworkertest.Result{Panic: "kaboom"})
 		require.PanicsWithValue(t, "kaboom", func() { _ = f.SyncTerminatingPod(ctx, a, struct{}{}, 5, nil) })
 		calls := f.Calls()
 		require.Len(t, calls, 1)
@@ -138,8 +138,8 @@ func TestFakeSyncerGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var f podworkertest.FakeSyncer[struct{}]
 		pod := podworkertest.NewPod("a", "ns", "a")
-		f.Next("a", podworkertest.HookSyncPod, podworkertest.Result{Terminal: true})
-		g := f.Hold("a", podworkertest.HookSyncPod)
+		f.Next("a", podworker.HookSyncPod, podworkertest.Result{Terminal: true})
+		g := f.Hold("a", podworker.HookSyncPod)
 
 		type out struct {
 			terminal bool
@@ -186,8 +186,8 @@ func TestFakeSyncerGateHonoursContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var f podworkertest.FakeSyncer[struct{}]
 		pod := podworkertest.NewPod("a", "ns", "a")
-		f.Next("a", podworkertest.HookSyncTerminatedPod, podworkertest.Result{Err: errBoom})
-		g := f.Hold("a", podworkertest.HookSyncTerminatedPod)
+		f.Next("a", podworker.HookSyncTerminatedPod, podworkertest.Result{Err: errBoom})
+		g := f.Hold("a", podworker.HookSyncTerminatedPod)
 		ctx, cancel := context.WithCancel(context.Background())
 		res := make(chan error, 1)
 		go func() { res <- f.SyncTerminatedPod(ctx, pod, struct{}{}) }()
@@ -207,7 +207,7 @@ func TestFakeSyncerUncancelableGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var f podworkertest.FakeSyncer[struct{}]
 		pod := podworkertest.NewPod("a", "ns", "a")
-		g := f.HoldUncancelable(podworkertest.AnyUID, podworkertest.HookSyncPod)
+		g := f.HoldUncancelable(podworkertest.AnyUID, podworker.HookSyncPod)
 		ctx, cancel := context.WithCancel(context.Background())
 		res := make(chan error, 1)
 		go func() {
@@ -232,9 +232,9 @@ func TestFakeSyncerCountsOverlap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var f podworkertest.FakeSyncer[struct{}]
 		a, b := podworkertest.NewPod("a", "ns", "a"), podworkertest.NewPod("b", "ns", "b")
-		ga1 := f.Hold("a", podworkertest.HookSyncPod)
-		ga2 := f.Hold("a", podworkertest.HookSyncPod)
-		gb := f.Hold("b", podworkertest.HookSyncPod)
+		ga1 := f.Hold("a", podworker.HookSyncPod)
+		ga2 := f.Hold("a", podworker.HookSyncPod)
+		gb := f.Hold("b", podworker.HookSyncPod)
 		for _, p := range []*v1.Pod{a, a, b} {
 			go func() { _, _ = f.SyncPod(context.Background(), podworker.SyncPodSync, p, nil, struct{}{}) }()
 		}
@@ -275,47 +275,6 @@ func TestFakeSyncerWaitForCalls(t *testing.T) {
 		assert.Contains(t, err.Error(), `"sync:create kill(2)"`, "the error shows the trace it saw")
 		_, err = f.WaitForCalls(short, func([]podworkertest.Call[struct{}]) bool { return false })
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-	})
-}
-
-func TestWaitForStage(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := podworkertest.NewFakeSyncer[struct{}]()
-		w, err := podworker.New[struct{}](f, podworker.Options[struct{}]{})
-		require.NoError(t, err)
-		stop := podworkertest.Start(t, w)
-		ctx := context.Background()
-		pod := podworkertest.NewPod("a", "ns", "a")
-
-		g := f.Hold("a", podworkertest.HookSyncTerminatedPod)
-		require.NoError(t, w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod}))
-		info, err := podworkertest.WaitForStage(ctx, w, "a", podworker.StageSyncing)
-		require.NoError(t, err)
-		require.GreaterOrEqual(t, info.Stage, podworker.StageSyncing)
-
-		require.NoError(t, w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod}))
-		info, err = podworkertest.WaitForStage(ctx, w, "a", podworker.StageTerminated)
-		require.NoError(t, err)
-		require.Equal(t, podworker.StageTerminated, info.Stage, "SyncTerminatedPod is held")
-		require.NoError(t, g.Wait(ctx))
-		g.Release()
-		info, err = podworkertest.WaitForStage(ctx, w, "a", podworker.StageFinished)
-		require.NoError(t, err)
-		require.True(t, info.Finished)
-
-		w.SyncKnownPods(nil)
-		_, err = podworkertest.WaitForStage(ctx, w, "a", podworker.StageAbsent)
-		require.NoError(t, err)
-
-		short, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		_, err = podworkertest.WaitForStage(short, w, "never", podworker.StageSyncing)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Contains(t, err.Error(), "last seen absent")
-
-		stop()
-		_, err = podworkertest.WaitForStage(ctx, w, "never", podworker.StageSyncing)
-		require.ErrorIs(t, err, podworker.ErrStopped)
 	})
 }
 

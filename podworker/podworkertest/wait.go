@@ -2,7 +2,6 @@ package podworkertest
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -35,33 +35,6 @@ func Start[T any](tb testing.TB, w *podworker.PodWorkers[T]) (stop func()) {
 	return stop
 }
 
-// WaitForStage blocks until the worker of uid has reached stage (or gone
-// past it: stages only move forward), and returns its snapshot then. With
-// StageAbsent it waits until the engine has no worker for uid. It is built
-// on PodWorkers.WaitFor, so it does not poll.
-//
-// A worker that is forgotten never reaches a later stage: a pod known only
-// from the runtime is forgotten as soon as its containers are stopped, and
-// SyncKnownPods forgets finished workers. Wait for StageAbsent in those
-// cases. The error wraps ctx.Err() (or podworker.ErrStopped) and says which
-// stage the worker was last seen in.
-func WaitForStage[T any](ctx context.Context, w *podworker.PodWorkers[T], uid types.UID, stage podworker.Stage) (podworker.PodInfo, error) {
-	info, ok, err := w.WaitFor(ctx, uid, func(info podworker.PodInfo, ok bool) bool {
-		if stage == podworker.StageAbsent {
-			return !ok
-		}
-		return ok && info.Stage >= stage
-	})
-	if err != nil {
-		last := podworker.StageAbsent
-		if ok {
-			last = info.Stage
-		}
-		return info, fmt.Errorf("podworkertest: pod %s did not reach stage %s (last seen %s): %w", uid, stage, last, err)
-	}
-	return info, nil
-}
-
 // NewPod returns a pod with the given UID, namespace and name, and a
 // termination grace period of 30 seconds in its spec (as the API server
 // defaults it). The pod is the caller's to change before handing it to the
@@ -79,6 +52,6 @@ func NewPod(uid types.UID, namespace, name string) *v1.Pod {
 // static pod of a full name run at a time.
 func NewStaticPod(uid types.UID, namespace, name string) *v1.Pod {
 	pod := NewPod(uid, namespace, name)
-	pod.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
+	pod.Annotations = map[string]string{mirror.ConfigSourceAnnotationKey: mirror.FileSource}
 	return pod
 }

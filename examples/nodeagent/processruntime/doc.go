@@ -20,8 +20,8 @@
 //     (T is PodStatus); it is also a podworker.RuntimePodSyncer, so
 //     housekeeping can kill pods no config wants.
 //  3. Set Options.OnEvent and sync a pod again when one of its containers
-//     exits (lifecycle.Handler.HandlePodSyncs), so restarts and completion
-//     are acted on at once rather than at the next resync.
+//     exits (podworker.PodWorkers.Resync), so restarts and completion are
+//     acted on at once rather than at the next resync.
 //  4. Give lifecycle.Options.RuntimePods a lister over RuntimePods, and
 //     reject in admission the pods ValidatePod refuses.
 //  5. From housekeeping, once every config source has delivered its pods,

@@ -292,7 +292,7 @@ func TestAnAgentRestartThroughThePodWorkers(t *testing.T) {
 			desired := pod.DeepCopy()
 			desired.Status.Phase = phase
 			require.NoError(t, w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: desired}))
-			_, err = podworkertest.WaitForStage(ctx, w, pod.UID, podworker.StageFinished)
+			_, err = w.WaitForStage(ctx, pod.UID, podworker.StageFinished)
 			require.NoError(t, err)
 			assert.Zero(t, ev.count(started(pod.UID)), "the finished pod did not run again")
 			assert.Equal(t, "ran\n", readLog(t, rt, pod.UID, "c"))
@@ -306,13 +306,13 @@ func TestAnAgentRestartThroughThePodWorkers(t *testing.T) {
 
 			// The pod is removed from config and added back: a restart.
 			w.SyncKnownPods(nil)
-			_, err = podworkertest.WaitForStage(ctx, w, pod.UID, podworker.StageAbsent)
+			_, err = w.WaitForStage(ctx, pod.UID, podworker.StageAbsent)
 			require.NoError(t, err)
 			require.NoError(t, w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod}))
 			ev.wait(t, "the restarted UID's run", exitedEvent(pod.UID, "c", 1))
 			// As the agent does on a container exit (the PLEG).
 			require.NoError(t, w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodSync, Pod: pod}))
-			_, err = podworkertest.WaitForStage(ctx, w, pod.UID, podworker.StageFinished)
+			_, err = w.WaitForStage(ctx, pod.UID, podworker.StageFinished)
 			require.NoError(t, err)
 			assert.Equal(t, 1, ev.count(started(pod.UID)))
 			assert.Equal(t, "ran\n", readLog(t, rt, pod.UID, "c"), "a fresh log")

@@ -1,0 +1,52 @@
+package podworker_test
+
+import (
+	"context"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/podkit/podkit/podworker"
+)
+
+// An update that coalesces with a pending one (its pod's SyncPod is busy)
+// allocates nothing, whatever bookkeeping the engine does for it.
+func TestCoalescedUpdateAllocatesNothing(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	syncer := podworker.PodSyncerFuncs[struct{}]{
+		SyncPodFunc: func(ctx context.Context, _ podworker.UpdateType, _, _ *v1.Pod, _ struct{}) (bool, error) {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+			return false, nil
+		},
+	}
+	w, err := podworker.New[struct{}](syncer, podworker.Options[struct{}]{ResyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		close(release)
+		cancel()
+		<-done
+	}()
+	pod := mkPod("p")
+	if err := w.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod}); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	opts := podworker.UpdatePodOptions{UpdateType: podworker.SyncPodUpdate, Pod: pod}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := w.UpdatePod(ctx, opts); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("a coalesced UpdatePod allocates %v times, want 0", allocs)
+	}
+}

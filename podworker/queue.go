@@ -1,0 +1,131 @@
+package podworker
+
+// Which of a record's links a list uses.
+const (
+	readyLink = iota
+	waitLink
+)
+
+// links are a record's neighbours in one list.
+type links struct{ prev, next *record }
+
+// list is an intrusive FIFO of records, threaded through link[kind]: a
+// record can be in one list of each kind at once, and push, remove and pop
+// are O(1) with no allocation.
+type list struct {
+	head, tail *record
+	n          int
+	kind       int
+}
+
+func (l *list) push(r *record) {
+	r.link[l.kind] = links{prev: l.tail}
+	if l.tail != nil {
+		l.tail.link[l.kind].next = r
+	} else {
+		l.head = r
+	}
+	l.tail = r
+	l.n++
+}
+
+func (l *list) remove(r *record) {
+	lk := &r.link[l.kind]
+	if lk.prev != nil {
+		lk.prev.link[l.kind].next = lk.next
+	} else {
+		l.head = lk.next
+	}
+	if lk.next != nil {
+		lk.next.link[l.kind].prev = lk.prev
+	} else {
+		l.tail = lk.prev
+	}
+	*lk = links{}
+	l.n--
+}
+
+func (l *list) pop() *record {
+	r := l.head
+	if r != nil {
+		l.remove(r)
+	}
+	return r
+}
+
+// makeReady puts r in the ready queue that fits its work, unless its hook
+// is running (complete looks for pending work when the hook returns), and
+// tells the driver there is work.
+func (m *machine) makeReady(r *record, fx *effects) {
+	if r.has(fRunning) {
+		return
+	}
+	r.flags &^= fTimed // its timer, if any, is stale now
+	fx.ready = true
+	terminating := r.nextHook() != HookSyncPod
+	if r.has(fQueued) {
+		if !terminating || r.has(fQueuedTerm) {
+			return
+		}
+		// Its work turned into termination work: move it to that queue.
+		m.readySync.remove(r)
+		m.readyTerm.push(r)
+		r.flags |= fQueuedTerm
+		return
+	}
+	r.flags |= fQueued
+	if terminating {
+		r.flags |= fQueuedTerm
+		m.readyTerm.push(r)
+	} else {
+		m.readySync.push(r)
+	}
+}
+
+// hasReady reports whether a ready queue holds work.
+func (m *machine) hasReady() bool { return m.readyTerm.n+m.readySync.n > 0 }
+
+// popReady takes the next record to work on, termination work first.
+func (m *machine) popReady() *record {
+	r := m.readyTerm.pop()
+	if r == nil {
+		r = m.readySync.pop()
+	}
+	if r != nil {
+		r.flags &^= fQueued | fQueuedTerm
+	}
+	return r
+}
+
+// unqueue takes r out of whichever ready queue or heap holds it, for good.
+func (m *machine) unqueue(r *record) {
+	if r.has(fQueuedTerm) {
+		m.readyTerm.remove(r)
+	} else if r.has(fQueued) {
+		m.readySync.remove(r)
+	}
+	r.flags &^= fQueued | fQueuedTerm
+	if r.heapIdx >= 0 {
+		if m.bulk {
+			// syncKnown removes every forgotten record in one pass.
+			m.bulkRemoved++
+		} else {
+			m.delayed.Remove(r)
+		}
+	}
+	r.flags &^= fTimed
+}
+
+// delay schedules r's next retry or resync (or, while its hook runs, the
+// next slow-hook report) at due, reusing its heap entry if it has one.
+func (m *machine) delay(r *record, due tick, fx *effects) {
+	r.flags |= fTimed
+	if r.heapIdx >= 0 {
+		m.delayed.Fix(r, int64(due))
+	} else {
+		m.delayed.Push(r, int64(due))
+	}
+	if first, _, _ := m.delayed.Peek(); first == r {
+		fx.wake = true
+	}
+}
