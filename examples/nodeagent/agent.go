@@ -36,6 +36,8 @@ type options struct {
 	restartBackOff   time.Duration
 	manifestInterval time.Duration
 	verbosity        int
+	// cgroups is the process runtime's containment: auto, off or required.
+	cgroups string
 	// demoTimeout bounds the demo script; past it the demo has stalled.
 	demoTimeout time.Duration
 	// runtimeOptions choose the container runtime (runtime_cri.go).
@@ -144,8 +146,13 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 	if err := os.MkdirAll(opts.stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
+	mode, err := cgroupMode(opts.cgroups)
+	if err != nil {
+		return nil, err
+	}
 	rt, err := processruntime.Open(processruntime.Options{
 		StateDir: filepath.Join(opts.stateDir, "runtime"),
+		Cgroups:  mode,
 		BackOff:  opts.restartBackOff,
 		Logger:   log.WithName("runtime"),
 		OnEvent:  a.onRuntimeEvent,
@@ -221,6 +228,19 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		}
 	}
 	return a, nil
+}
+
+// cgroupMode parses --cgroups ("" is the default, auto).
+func cgroupMode(s string) (processruntime.CgroupMode, error) {
+	if s == "" {
+		return processruntime.CgroupsAuto, nil
+	}
+	for _, m := range []processruntime.CgroupMode{processruntime.CgroupsAuto, processruntime.CgroupsOff, processruntime.CgroupsRequired} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("--cgroups %q: want auto, off or required", s)
 }
 
 // listRuntimePods is housekeeping's RuntimePodLister. Housekeeping calls it
@@ -312,6 +332,7 @@ func (a *agent) run(ctx context.Context) error {
 		a.say("serving /pods and /healthz on http://%s", a.listener.Addr())
 	}
 
+	a.say("containment: %s", a.rt.Containment())
 	var errs []error
 	var mainErr error
 	switch {
@@ -395,20 +416,17 @@ func (a *agent) waitCleanedUp(limit time.Duration) error {
 }
 
 // checkNoProcessLeft looks in the process table for processes of the
-// agent's pods.
+// agent's pods, the last line of defence: the runtime stops every process
+// of a pod it stops, so any found is a bug (or a pod the shutdown could
+// not stop). It kills them and returns an error naming them.
 func (a *agent) checkNoProcessLeft() error {
-	a.mu.Lock()
-	ours := make(map[string]bool, len(a.pods))
-	for uid := range a.pods {
-		ours[string(uid)] = true
-	}
-	a.mu.Unlock()
-	left, err := processruntime.ScanProcesses(func(uid string) bool { return ours[uid] })
+	left, err := a.rt.Processes()
 	if err != nil {
 		return fmt.Errorf("checking for processes left behind: %w", err)
 	}
 	if len(left) > 0 {
-		return fmt.Errorf("%d processes of the agent's pods still run, first pid %d (pod %s, container %s)", len(left), left[0].PID, left[0].PodUID, left[0].Container)
+		killed := processruntime.KillProcesses(left)
+		return fmt.Errorf("%d processes of the agent's pods still ran after the shutdown, first pid %d (pod %s, container %s); killed %d of them", len(left), left[0].PID, left[0].PodUID, left[0].Container, killed)
 	}
 	return nil
 }

@@ -105,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&opts.shutdownGrace, "shutdown-grace", 30*time.Second, "how long the node shutdown may take in all")
 	fs.DurationVar(&opts.restartBackOff, "restart-backoff", time.Second, "delay before the second restart of a crashing container; it doubles with each restart (the kubelet uses 10s)")
 	fs.DurationVar(&opts.manifestInterval, "manifest-interval", 2*time.Second, "how often the manifest directory is read again")
+	fs.StringVar(&opts.cgroups, "cgroups", "auto", "put each pod in a cgroup v2 of its own so that no process it starts outlives it: auto (when the agent's cgroup is writable), off (process groups and an environment scan only), or required")
 	fs.IntVar(&opts.verbosity, "v", 0, "log `level` on stderr: 0 logs errors only, 1 adds information, higher adds detail")
 	opts.runtimeOptions.register(fs)
 	fs.Usage = func() {
@@ -139,6 +140,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if d <= 0 {
 			return options{}, fmt.Errorf("%s must be positive, got %v", name, d)
 		}
+	}
+	if _, err := cgroupMode(opts.cgroups); err != nil {
+		return options{}, err
 	}
 	if opts.verbosity < 0 {
 		return options{}, fmt.Errorf("-v must not be negative, got %d", opts.verbosity)

@@ -36,14 +36,16 @@ func (r *Runtime) recoverState() {
 				for _, sp := range scanned {
 					if sp.Leader && sp.PodUID == string(p.uid) && sp.Container == rec.Name {
 						c.rec.PID, c.rec.PGID, c.rec.StartTicks, c.rec.BootID, c.rec.StartedAt = sp.PID, sp.PGID, sp.StartTicks, r.bootID, now
+						c.rec.Cgroup = r.cgroupOfProcess(sp.PID)
 					}
 				}
 			}
 			if c.rec.PID == 0 {
+				r.killContainerLeftovers(p.uid, rec.Name, rec.Cgroup)
 				continue
 			}
 			if c.rec.BootID == r.bootID && sameProcess(c.rec.PID, c.rec.StartTicks) {
-				pr := &proc{pid: c.rec.PID, pgid: c.rec.PGID, startTicks: c.rec.StartTicks, startedAt: c.rec.StartedAt, adopted: true, done: make(chan struct{})}
+				pr := &proc{pid: c.rec.PID, pgid: c.rec.PGID, startTicks: c.rec.StartTicks, cgroup: c.rec.Cgroup, startedAt: c.rec.StartedAt, adopted: true, done: make(chan struct{})}
 				pr.id = containerID(pr.pid, pr.startTicks)
 				c.proc = pr
 				r.log.Info("Adopted a container process from a previous run", "pod", p.uid, "container", rec.Name, "pid", pr.pid)
@@ -51,9 +53,20 @@ func (r *Runtime) recoverState() {
 				go r.watchAdopted(p, c, pr)
 				continue
 			}
-			// The process is gone: its exit code is lost.
+			// The process is gone: its exit code is lost. What it left
+			// behind is killed: its group, its cgroup, and what carries its
+			// pod and container in its environment.
 			if c.rec.BootID == r.bootID {
 				r.killLeftovers(c.rec.PGID, c.rec.StartTicks)
+			}
+			r.killContainerLeftovers(p.uid, rec.Name, rec.Cgroup)
+			if err := scanOnce(); err != nil {
+				r.log.Error(err, "Cannot scan for what a dead container left behind", "pod", p.uid, "container", rec.Name)
+			}
+			for _, sp := range scanned {
+				if sp.PodUID == string(p.uid) && sp.Container == rec.Name && killIfSame(sp.PID, sp.StartTicks) {
+					r.log.Info("Killed a process a dead container left behind", "pod", p.uid, "container", rec.Name, "pid", sp.PID)
+				}
 			}
 			c.rec.LastExit = c.rec.Exit
 			c.rec.Exit = &ExitStatus{Code: 137, Reason: ReasonStatusUnknown, Message: "the process ended while the agent was not running", StartedAt: c.rec.StartedAt, FinishedAt: now, ID: containerID(c.rec.PID, c.rec.StartTicks)}
@@ -70,6 +83,7 @@ func (r *Runtime) recoverState() {
 			p.cleanedUp, p.stopped, p.earlier = true, true, true
 		}
 	}
+	r.killUnrecordedCgroups()
 }
 
 // killLeftovers SIGKILLs what remains of the group led by the process
@@ -104,6 +118,7 @@ func (r *Runtime) watchAdopted(p *podState, c *container, pr *proc) {
 	}
 	pr.mu.Lock()
 	r.killLeftovers(pr.pgid, pr.startTicks)
+	r.killContainerLeftovers(p.uid, c.rec.Name, pr.cgroup)
 	pr.reaped = true
 	pr.mu.Unlock()
 	r.exited(p, c, pr, ExitStatus{

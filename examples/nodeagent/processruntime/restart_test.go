@@ -30,11 +30,25 @@ import (
 const (
 	envHelperStateDir = "PROCESSRUNTIME_TEST_AGENT_STATE"
 	envHelperUID      = "PROCESSRUNTIME_TEST_AGENT_UID"
+	// envHelperPod names the pod it runs: "survivor" (restartPod) or
+	// "escaper" (escaperPod).
+	envHelperPod = "PROCESSRUNTIME_TEST_AGENT_POD"
+	// envHelperCgroups is its Options.Cgroups: "off" or "required".
+	envHelperCgroups = "PROCESSRUNTIME_TEST_AGENT_CGROUPS"
 )
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(envHelperStateDir); dir != "" {
-		os.Exit(previousAgent(dir, types.UID(os.Getenv(envHelperUID))))
+		uid := types.UID(os.Getenv(envHelperUID))
+		pod := restartPod(uid)
+		if os.Getenv(envHelperPod) == "escaper" {
+			pod = escaperPod(uid)
+		}
+		mode := processruntime.CgroupsOff
+		if os.Getenv(envHelperCgroups) == "required" {
+			mode = processruntime.CgroupsRequired
+		}
+		os.Exit(previousAgent(processruntime.Options{StateDir: dir, Cgroups: mode}, pod))
 	}
 	os.Exit(m.Run())
 }
@@ -54,25 +68,27 @@ func restartPod(uid types.UID) *v1.Pod {
 	}
 }
 
-// previousAgent starts restartPod's containers, says "ready" and waits to
-// be killed, as an agent that crashes would.
-func previousAgent(dir string, uid types.UID) int {
-	started := make(chan struct{}, 2)
-	rt, err := processruntime.Open(processruntime.Options{StateDir: dir, OnEvent: func(ev processruntime.Event) {
+// previousAgent starts pod's containers, says "ready" and waits to be
+// killed, as an agent that crashes would.
+func previousAgent(opts processruntime.Options, pod *v1.Pod) int {
+	started := make(chan struct{}, len(pod.Spec.Containers))
+	opts.OnEvent = func(ev processruntime.Event) {
 		if ev.Type == processruntime.ContainerStarted {
 			started <- struct{}{}
 		}
-	}})
+	}
+	rt, err := processruntime.Open(opts)
 	if err != nil {
 		fmt.Println(err)
 		return 1
 	}
-	if _, err := rt.SyncPod(context.Background(), podworker.SyncPodCreate, restartPod(uid), nil, processruntime.PodStatus{}); err != nil {
+	if _, err := rt.SyncPod(context.Background(), podworker.SyncPodCreate, pod, nil, processruntime.PodStatus{}); err != nil {
 		fmt.Println(err)
 		return 1
 	}
-	<-started
-	<-started
+	for range pod.Spec.Containers {
+		<-started
+	}
 	fmt.Println("ready")
 	select {}
 }
@@ -82,8 +98,22 @@ func previousAgent(dir string, uid types.UID) int {
 // the containers' main processes found afterwards.
 func crashAgent(t *testing.T, dir string, uid types.UID) []processruntime.Process {
 	t.Helper()
+	startPreviousAgent(t, dir, uid, "survivor", processruntime.CgroupsOff)
+	found := leaders(t, uid, -1)
+	if len(found) != 2 {
+		t.Fatalf("after the previous agent was killed, %d main processes of pod %s run instead of 2: %+v\n%s", len(found), uid, found, diagnose(dir, uid))
+	}
+	return found
+}
+
+// startPreviousAgent runs a previous agent on dir in a subprocess with
+// the pod named podKind (see envHelperPod), waits until the pod's
+// containers have started, and SIGKILLs the agent, leaving its processes
+// orphaned.
+func startPreviousAgent(t *testing.T, dir string, uid types.UID, podKind string, mode processruntime.CgroupMode) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envHelperStateDir+"="+dir, envHelperUID+"="+string(uid))
+	cmd.Env = append(os.Environ(), envHelperStateDir+"="+dir, envHelperUID+"="+string(uid), envHelperPod+"="+podKind, envHelperCgroups+"="+mode.String())
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -107,11 +137,6 @@ func crashAgent(t *testing.T, dir string, uid types.UID) []processruntime.Proces
 	}
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
-	found := leaders(t, uid, -1)
-	if len(found) != 2 {
-		t.Fatalf("after the previous agent was killed, %d main processes of pod %s run instead of 2: %+v\n%s", len(found), uid, found, diagnose(dir, uid))
-	}
-	return found
 }
 
 // diagnose describes what the state directory recorded for uid's
