@@ -27,15 +27,17 @@ import (
 
 // options are the agent's settings, from the command line.
 type options struct {
-	manifests        string
-	stateDir         string
-	nodeName         string
-	listen           string
-	untilIdle        bool
-	shutdownGrace    time.Duration
-	restartBackOff   time.Duration
-	manifestInterval time.Duration
-	verbosity        int
+	manifests string
+	stateDir  string
+	nodeName  string
+	listen    string
+	// listenNonLoopback allows --listen on an address other than loopback.
+	listenNonLoopback bool
+	untilIdle         bool
+	shutdownGrace     time.Duration
+	restartBackOff    time.Duration
+	manifestInterval  time.Duration
+	verbosity         int
 	// cgroups is the process runtime's containment: auto, off or required.
 	cgroups string
 	// demoTimeout bounds the demo script; past it the demo has stalled.
@@ -117,6 +119,10 @@ type agent struct {
 	manifests   *lifecycle.ManifestSource
 	manifestDir string
 	listener    net.Listener
+	// httpSlots holds a value per pod request being served (at most
+	// httpMaxInFlight); httpWriteTimeout is the server's WriteTimeout.
+	httpSlots        chan struct{}
+	httpWriteTimeout time.Duration
 
 	// mu guards the fields below.
 	mu    sync.Mutex
@@ -142,6 +148,9 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		pods:      map[types.UID]*podRecord{},
 		changed:   make(chan struct{}),
 		eventWake: make(chan struct{}, 1),
+
+		httpSlots:        make(chan struct{}, httpMaxInFlight),
+		httpWriteTimeout: httpWriteTimeout,
 	}
 	if err := os.MkdirAll(opts.stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
@@ -224,6 +233,10 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 	}
 	if opts.listen != "" {
 		if a.listener, err = net.Listen("tcp", opts.listen); err != nil {
+			return fail(fmt.Errorf("--listen %s: %w", opts.listen, err))
+		}
+		if err := checkListenAddress(a.listener.Addr(), opts.listenNonLoopback); err != nil {
+			a.listener.Close()
 			return fail(fmt.Errorf("--listen %s: %w", opts.listen, err))
 		}
 	}
@@ -322,14 +335,14 @@ func (a *agent) run(ctx context.Context) error {
 	var srv *http.Server
 	srvDone := make(chan struct{})
 	if a.listener != nil {
-		srv = &http.Server{Handler: a.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		srv = a.newHTTPServer()
 		go func() {
 			defer close(srvDone)
 			if err := srv.Serve(a.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				a.log.Error(err, "The HTTP server stopped")
 			}
 		}()
-		a.say("serving /pods and /healthz on http://%s", a.listener.Addr())
+		a.say("serving /pods, /pods/{uid} and /healthz on http://%s", a.listener.Addr())
 	}
 
 	a.say("containment: %s", a.rt.Containment())
