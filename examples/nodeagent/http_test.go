@@ -113,7 +113,7 @@ func TestRedactPodLeavesTheOriginalAlone(t *testing.T) {
 		Spec: v1.PodSpec{
 			InitContainers:      []v1.Container{{Env: []v1.EnvVar{{Name: "A", Value: "s1"}}}},
 			EphemeralContainers: []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Env: []v1.EnvVar{{Name: "B", Value: "s2"}, {Name: "EMPTY"}}}}},
-			Containers: []v1.Container{{Lifecycle: &v1.Lifecycle{PreStop: &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{HTTPHeaders: []v1.HTTPHeader{{Name: "X-Key", Value: "s3"}}}}}}},
+			Containers:          []v1.Container{{Lifecycle: &v1.Lifecycle{PreStop: &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{HTTPHeaders: []v1.HTTPHeader{{Name: "X-Key", Value: "s3"}}}}}}},
 		},
 		Status: v1.PodStatus{Phase: v1.PodPending},
 	}
