@@ -56,53 +56,6 @@ var nodeAllocatable = v1.ResourceList{
 	v1.ResourcePods:   resource.MustParse("110"),
 }
 
-// podRecord is what the agent remembers of one pod, for its output, the
-// /pods endpoint and the summary.
-type podRecord struct {
-	uid       types.UID
-	name      string // namespace/name
-	fullName  string
-	static    bool
-	firstSeen time.Time
-	// pod is the latest desired pod known.
-	pod *v1.Pod
-	// rejected is the status admission gave the pod, nil if admitted.
-	rejected *v1.PodStatus
-	// runtime is the runtime's latest view of the pod.
-	runtime    processruntime.PodStatus
-	hasRuntime bool
-	stage      podworker.Stage
-	// maxStage is the furthest stage the pod's worker reached.
-	maxStage podworker.Stage
-	// When termination was requested (or the pod finished on its own),
-	// when its containers were known stopped, and when it was cleaned up.
-	termRequested, terminated, finished time.Time
-	// termReason says why the pod was terminated.
-	termReason string
-}
-
-// apiStatus is the pod's status as the kubelet would derive it. A pod
-// known only from the runtime (left over from a previous run) is read
-// against a stand-in spec made of the containers the runtime has.
-func (r *podRecord) apiStatus() (v1.PodStatus, bool) {
-	switch {
-	case r.rejected != nil:
-		return *r.rejected, true
-	case !r.hasRuntime:
-		return v1.PodStatus{}, false
-	case r.pod == nil:
-		pod := &v1.Pod{}
-		for _, c := range r.runtime.InitContainers {
-			pod.Spec.InitContainers = append(pod.Spec.InitContainers, v1.Container{Name: c.Name})
-		}
-		for _, c := range r.runtime.Containers {
-			pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c.Name})
-		}
-		return processruntime.APIStatus(pod, r.runtime), true
-	}
-	return processruntime.APIStatus(r.pod, r.runtime), true
-}
-
 // agent is the node agent: config sources feed a lifecycle.Handler, which
 // drives the pod workers, which call the process runtime.
 type agent struct {
@@ -125,9 +78,15 @@ type agent struct {
 	httpWriteTimeout time.Duration
 
 	// mu guards the fields below.
-	mu    sync.Mutex
-	pods  map[types.UID]*podRecord
-	order []types.UID
+	mu   sync.Mutex
+	pods map[types.UID]*podRecord
+	// podsPeak is the most records pods held since it was last rebuilt.
+	podsPeak int
+	// departed are the summary lines of the latest pods whose records were
+	// pruned (at most maxDeparted, oldest first); departedDropped counts
+	// the older ones.
+	departed        []departedPod
+	departedDropped int
 	// changed is closed and replaced whenever a record changes.
 	changed      chan struct{}
 	shuttingDown bool
@@ -260,10 +219,11 @@ func cgroupMode(s string) (processruntime.CgroupMode, error) {
 // once per pass, after SyncKnownPods and inside the sync loop's critical
 // section (so config cannot change meanwhile), which makes it the agent's
 // per-housekeeping hook: it first removes the tombstones (logs and final
-// container states) of pods config no longer has, then lists the runtime's
-// pods.
+// container states) of pods config no longer has and the records of pods
+// known nowhere any more, then lists the runtime's pods.
 func (a *agent) listRuntimePods(context.Context) ([]podworker.RuntimePod, error) {
 	a.pruneTombstones()
+	a.pruneRecords()
 	return a.rt.RuntimePods(), nil
 }
 
@@ -505,28 +465,6 @@ func (a *agent) notify() {
 func (a *agent) notifyLocked() {
 	close(a.changed)
 	a.changed = make(chan struct{})
-}
-
-// recordLocked returns the record of uid, creating it.
-func (a *agent) recordLocked(uid types.UID) *podRecord {
-	rec := a.pods[uid]
-	if rec == nil {
-		rec = &podRecord{uid: uid, firstSeen: time.Now()}
-		a.pods[uid] = rec
-		a.order = append(a.order, uid)
-	}
-	return rec
-}
-
-// setPodLocked records the desired pod of rec.
-func (rec *podRecord) setPodLocked(pod *v1.Pod) {
-	if pod == nil {
-		return
-	}
-	rec.pod = pod
-	rec.name = pod.Namespace + "/" + pod.Name
-	rec.fullName = mirror.PodFullName(pod)
-	rec.static = mirror.IsStaticPod(pod)
 }
 
 // onRuntimeEvent records the runtime's view of the pod at once (so it is

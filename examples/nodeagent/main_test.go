@@ -86,11 +86,15 @@ func startAgent(t *testing.T, opts options) (a *agent, out *syncBuffer, stop fun
 	return a, out, cancel, wait
 }
 
-// uids returns the UIDs of every pod the agent saw.
+// uids returns the UIDs of every pod the agent has a record of.
 func (a *agent) uids() []types.UID {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]types.UID(nil), a.order...)
+	var out []types.UID
+	for uid := range a.pods {
+		out = append(out, uid)
+	}
+	return out
 }
 
 // requireNoProcess checks the process table for processes of uids.
@@ -161,6 +165,7 @@ func TestDemoRunsToItsSummary(t *testing.T) {
 	assert.Less(t, graceful, 5*time.Second, "and exits within its grace period")
 
 	text := out.String()
+	requireStampsInOrder(t, text)
 	for _, line := range []string{
 		"absent → rejected",
 		"default/graceful                syncing → termination-requested      deleted, grace 5s",

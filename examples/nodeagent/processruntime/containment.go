@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -157,6 +158,13 @@ func (r *Runtime) killContainerLeftovers(uid types.UID, name, cgroup string) {
 	}
 }
 
+// After killing, sweepPod looks again settleChecks times every
+// settleInterval of real time before it polls on the runtime's clock.
+const (
+	settleChecks   = 50
+	settleInterval = 2 * time.Millisecond
+)
+
 // sweepPod kills every process left of pod uid once its containers' main
 // processes have ended, and waits until none is left (up to
 // Options.KillTimeout): the pod's cgroup, and, without cgroups or when
@@ -173,7 +181,7 @@ func (r *Runtime) sweepPod(ctx context.Context, uid types.UID, scanEnv bool) err
 			ticker.Stop()
 		}
 	}()
-	for {
+	for attempt := 0; ; attempt++ {
 		left := 0
 		if r.cgroups != nil {
 			dir := r.cgroups.podCgroup(uid)
@@ -201,6 +209,13 @@ func (r *Runtime) sweepPod(ctx context.Context, uid types.UID, scanEnv bool) err
 		}
 		if left == 0 {
 			return nil
+		}
+		if attempt < settleChecks {
+			// A killed process leaves the process table within moments:
+			// look again soon, whatever the clock (an injected clock may
+			// not move while a test waits for the termination).
+			time.Sleep(settleInterval)
+			continue
 		}
 		if ticker == nil {
 			ticker = r.clock.NewTicker(r.poll)

@@ -197,13 +197,17 @@ func TestARestartedAgentKillsWhatADeadContainerLeftBehind(t *testing.T) {
 		uid := types.UID(fmt.Sprintf("escaper-%d", time.Now().UnixNano()))
 		startPreviousAgent(t, dir, uid, "escaper", mode)
 		pid, start := escapedPIDAt(t, filepath.Join(dir, "pods", string(uid), "scratch", "escaped.pid"))
+		// setsid(1) leaves the group just after it starts.
 		var main []processruntime.Process
-		for _, p := range leaders(t, uid, 2) {
-			if p.PID != pid {
-				main = append(main, p)
+		eventually(t, 5*time.Second, "the child to lead its own group", func() bool {
+			main = nil
+			for _, p := range leaders(t, uid, -1) {
+				if p.PID != pid {
+					main = append(main, p)
+				}
 			}
-		}
-		require.Len(t, main, 1)
+			return len(main) == 1 && len(leaders(t, uid, -1)) == 2
+		})
 		// The container's main process dies while no agent runs.
 		mainStart := startTime(main[0].PID)
 		require.NoError(t, syscall.Kill(main[0].PID, syscall.SIGKILL))
