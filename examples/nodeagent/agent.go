@@ -20,6 +20,8 @@ import (
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/admission"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
@@ -44,6 +46,8 @@ type options struct {
 	demoTimeout time.Duration
 	// runtimeOptions choose the container runtime (runtime_cri.go).
 	runtimeOptions
+	// logCapOptions cap the containers' logs (logcap.go).
+	logCapOptions
 }
 
 // demo reports whether the agent plays the embedded demo (no --manifests).
@@ -67,9 +71,9 @@ type agent struct {
 	workers     *podworker.PodWorkers[processruntime.PodStatus]
 	store       *podmanager.Manager
 	handler     *lifecycle.Handler
-	config      *lifecycle.Config
+	config      *podconfig.Config
 	api         *fakeAPIServer
-	manifests   *lifecycle.ManifestSource
+	manifests   *podconfig.ManifestSource
 	manifestDir string
 	listener    net.Listener
 	// httpSlots holds a value per pod request being served (at most
@@ -124,6 +128,9 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		BackOff:  opts.restartBackOff,
 		Logger:   log.WithName("runtime"),
 		OnEvent:  a.onRuntimeEvent,
+
+		ContainerLogMaxSize:  opts.containerLogMaxSize,
+		ContainerLogMaxFiles: opts.containerLogMaxFiles,
 	})
 	if err != nil {
 		return nil, err
@@ -155,25 +162,24 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 	}
 	a.store = podmanager.New()
 	a.api = newFakeAPIServer(a.notify, a.say)
-	a.config, err = lifecycle.NewConfig(lifecycle.ConfigOptions{Recorder: lifecycle.RecorderFunc(a.onEvent), Logger: log.WithName("config")})
+	a.config, err = podconfig.New(podconfig.Options{Recorder: lifecycle.RecorderFunc(a.onEvent), Logger: log.WithName("config")})
 	if err != nil {
 		return fail(err)
 	}
-	fit, err := lifecycle.NewResourceFitHandler(func() v1.ResourceList { return nodeAllocatable })
+	fit, err := admission.NewResourceFitHandler(func() v1.ResourceList { return nodeAllocatable })
 	if err != nil {
 		return fail(err)
 	}
-	maxPods, err := lifecycle.NewMaxPodsHandler(int(nodeAllocatable.Pods().Value()))
+	maxPods, err := admission.NewMaxPodsHandler(int(nodeAllocatable.Pods().Value()))
 	if err != nil {
 		return fail(err)
 	}
 	a.handler, err = lifecycle.NewHandler(a.workers, a.store, lifecycle.Options{
-		AdmitHandlers:        []lifecycle.PodAdmitHandler{lifecycle.PodAdmitHandlerFunc(admitRunnable), fit, maxPods},
+		AdmitHandlers:        []admission.Handler{admission.HandlerFunc(admitRunnable), fit, maxPods},
 		OnReject:             a.onReject,
 		MirrorClient:         a.api,
 		RuntimePods:          lifecycle.RuntimePodListerFunc(a.listRuntimePods),
 		Sources:              []string{mirror.ApiserverSource, mirror.FileSource},
-		RunWorkers:           a.workers.Run,
 		HousekeepingInterval: time.Second,
 		Recorder:             lifecycle.RecorderFunc(a.onEvent),
 		Logger:               log.WithName("lifecycle"),
@@ -181,7 +187,7 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 	if err != nil {
 		return fail(err)
 	}
-	a.manifests, err = lifecycle.NewManifestSource(a.manifestDir, lifecycle.ManifestOptions{
+	a.manifests, err = podconfig.NewManifestSource(a.manifestDir, podconfig.ManifestOptions{
 		NodeName: opts.nodeName,
 		Interval: opts.manifestInterval,
 		Logger:   log.WithName("manifests"),
@@ -241,11 +247,11 @@ func (a *agent) pruneTombstones() {
 }
 
 // admitRunnable rejects pods the process runtime cannot run.
-func admitRunnable(_ context.Context, attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
+func admitRunnable(_ context.Context, attrs *admission.Attributes) admission.Result {
 	if err := processruntime.ValidatePod(attrs.Pod); err != nil {
-		return lifecycle.PodAdmitResult{Reason: "UnsupportedPod", Message: err.Error()}
+		return admission.Result{Reason: "UnsupportedPod", Message: err.Error()}
 	}
-	return lifecycle.PodAdmitResult{Admit: true}
+	return admission.Result{Admit: true}
 }
 
 // run runs the agent until the demo ends, the node is idle (--until-idle)
@@ -282,7 +288,7 @@ func (a *agent) run(ctx context.Context) error {
 	srcCtx, stopSources := context.WithCancel(context.Background())
 	defer stopSources()
 	var sources sync.WaitGroup
-	for _, src := range []func(context.Context, lifecycle.PodSink) error{a.api.Run, a.manifests.Run} {
+	for _, src := range []func(context.Context, podconfig.PodSink) error{a.api.Run, a.manifests.Run} {
 		sources.Add(1)
 		go func() {
 			defer sources.Done()
@@ -302,7 +308,7 @@ func (a *agent) run(ctx context.Context) error {
 				a.log.Error(err, "The HTTP server stopped")
 			}
 		}()
-		a.say("serving /pods, /pods/{uid} and /healthz on http://%s", a.listener.Addr())
+		a.say("serving /pods, /pods/{uid}, /pods/{uid}/logs/{container} and /healthz on http://%s", a.listener.Addr())
 	}
 
 	a.say("containment: %s", a.rt.Containment())
@@ -540,7 +546,7 @@ func (a *agent) onEvent(_ runtime.Object, eventType, reason, messageFmt string, 
 
 func (a *agent) isRejection(reason string) bool {
 	switch reason {
-	case lifecycle.ReasonOutOfCPU, lifecycle.ReasonOutOfMemory, lifecycle.ReasonOutOfPods, lifecycle.ReasonNodeShutdown, "UnsupportedPod", lifecycle.ReasonUnexpectedAdmissionError:
+	case admission.ReasonOutOfCPU, admission.ReasonOutOfMemory, admission.ReasonOutOfPods, lifecycle.ReasonNodeShutdown, "UnsupportedPod", admission.ReasonUnexpectedAdmissionError:
 		return true
 	}
 	return false

@@ -135,8 +135,9 @@ func (a *agent) newHTTPServer() *http.Server {
 }
 
 // httpHandler serves /healthz, /pods (a page of pods: each one's window,
-// PodInfo and status, as JSON; ?limit=N, ?continue=TOKEN) and /pods/{uid}
-// (one pod). Secret-shaped values are redacted (redactPod). The pod
+// PodInfo and status, as JSON; ?limit=N, ?continue=TOKEN), /pods/{uid}
+// (one pod) and /pods/{uid}/logs/{container} (a container's log,
+// http_logs.go, which sets its own write deadline per write). Secret-shaped values are redacted (redactPod). The pod
 // endpoints stream their JSON, one pod at a time, and serve at most
 // httpMaxInFlight requests at once.
 func (a *agent) httpHandler() http.Handler {
@@ -147,6 +148,7 @@ func (a *agent) httpHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /pods", a.limited(a.servePods))
 	mux.HandleFunc("GET /pods/{uid}", a.limited(a.servePod))
+	mux.HandleFunc("GET /pods/{uid}/logs/{container}", a.serveLogs)
 	return mux
 }
 

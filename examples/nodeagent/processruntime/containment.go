@@ -146,10 +146,31 @@ func (r *Runtime) startContained(cmd *exec.Cmd, uid types.UID, name string) (cgr
 }
 
 // killContainerLeftovers kills what a container process left behind
-// outside its process group once it has ended: the rest of its cgroup
-// (empty: none). Without cgroups such processes are only found when the
-// pod stops (see sweepPod).
+// outside its process group once it has ended: the rest of its cgroup, or
+// without one (cgroup is empty), every process carrying the pod's UID and
+// the container's name in its environment. Either way nothing of the
+// container holds its output any more, so its log shim ends. It does not
+// wait for them to be gone.
 func (r *Runtime) killContainerLeftovers(uid types.UID, name, cgroup string) {
+	if cgroup != "" {
+		r.killContainerCgroup(uid, name, cgroup)
+		return
+	}
+	found, err := ScanProcesses(func(u string) bool { return u == string(uid) })
+	if err != nil {
+		r.log.Error(err, "Cannot look for what a container left behind", "pod", uid, "container", name)
+		return
+	}
+	for _, p := range found {
+		if p.Container == name && killIfSame(p.PID, p.StartTicks) {
+			r.log.V(2).Info("Killed a process a container left outside its process group", "pod", uid, "container", name, "pid", p.PID)
+		}
+	}
+}
+
+// killContainerCgroup kills what is left in a container process's cgroup
+// (empty: it had none).
+func (r *Runtime) killContainerCgroup(uid types.UID, name, cgroup string) {
 	if r.cgroups == nil || cgroup == "" {
 		return
 	}

@@ -195,7 +195,7 @@ func TestARestartedAgentKillsWhatADeadContainerLeftBehind(t *testing.T) {
 	eachContainment(t, func(t *testing.T, mode processruntime.CgroupMode) {
 		dir := t.TempDir()
 		uid := types.UID(fmt.Sprintf("escaper-%d", time.Now().UnixNano()))
-		startPreviousAgent(t, dir, uid, "escaper", mode)
+		startPreviousAgent(t, dir, uid, []string{envHelperPod + "=escaper", envHelperCgroups + "=" + mode.String()})
 		pid, start := escapedPIDAt(t, filepath.Join(dir, "pods", string(uid), "scratch", "escaped.pid"))
 		// setsid(1) leaves the group just after it starts.
 		var main []processruntime.Process
@@ -229,7 +229,7 @@ func TestARuntimePodIsKilledWhole(t *testing.T) {
 	requireCgroups(t)
 	dir := t.TempDir()
 	uid := types.UID(fmt.Sprintf("runtime-only-%d", time.Now().UnixNano()))
-	startPreviousAgent(t, dir, uid, "escaper", processruntime.CgroupsRequired)
+	startPreviousAgent(t, dir, uid, []string{envHelperPod + "=escaper", envHelperCgroups + "=required"})
 	rt := openRuntime(t, processruntime.Options{StateDir: dir, Cgroups: processruntime.CgroupsRequired})
 	pid, start := escapedPID(t, rt, uid, "escaped.pid")
 	require.True(t, status(t, rt, uid).Running(), "the orphans were adopted")

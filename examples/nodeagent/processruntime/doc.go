@@ -4,7 +4,8 @@
 //
 // A container is its command and args, run with its env in its workingDir
 // (by default the pod's scratch directory), as the leader of a process
-// group of its own, with its output appended to a log file. The image is
+// group of its own, its stdout and stderr drained by a log shim into
+// rotated log files (see Logs below). The image is
 // recorded, never pulled. Restarts follow the pod's restartPolicy with the
 // kubelet's exponential backoff; init containers run first, in order, each
 // to success. Termination is SIGTERM to each group, the grace period, then
@@ -37,7 +38,7 @@
 // container's process), its logs and its scratch directory.
 // SyncTerminatedPod removes the scratch directory and keeps the rest as the
 // pod's tombstone: its logs and its containers' final states, still
-// readable (LogPath, PodStatus) while config has the pod, and removed by
+// readable (ReadLogs, PodStatus) while config has the pod, and removed by
 // PruneTombstones once it has not. A restarted agent reads tombstones back,
 // so a pod that finished under its restart policy is reported terminal by
 // SyncPod instead of running again, while a container due for a restart
@@ -62,9 +63,11 @@
 //     group or environment; a container's cgroup is killed when its main
 //     process ends, and the pod's (cgroup.kill) when the pod stops.
 //   - Without a cgroup: each container is a process group, killed when its
-//     main process ends; and every process carrying the pod's UID in its
-//     environment (EnvPodUID, which children inherit) is killed when the
-//     pod stops. This environment scan reads the whole process table.
+//     main process ends, with every process carrying the pod's UID and the
+//     container's name in its environment (EnvPodUID and EnvContainerName,
+//     which children inherit); and every process carrying the pod's UID is
+//     killed when the pod stops. This environment scan reads the whole
+//     process table, once per container exit and once per pod stop.
 //   - Pidfds, so a scanned process is killed only if it is still the one
 //     the scan found, even when its PID is reused in between.
 //
@@ -73,10 +76,9 @@
 //   - Without a cgroup, a process that both leaves its process group
 //     (setsid, setpgid) and clears or rewrites its environment (env -i, or
 //     by overwriting its own environ memory) is invisible to the runtime
-//     and outlives its pod. A process that leaves its group but keeps its
-//     environment lives on until the pod stops, even after its
-//     container's main process ended (with a cgroup it dies with the
-//     container, as in a container runtime).
+//     and outlives its pod (and, holding the container's stdout, keeps its
+//     log shim running until the pod stops, when the shim is killed after
+//     Options.KillTimeout).
 //   - With a cgroup, a process privileged enough to write to cgroup.procs
 //     elsewhere (root, as the example agent runs its pods) can move itself
 //     out of its pod's cgroup. Kernels without CLONE_INTO_CGROUP (before
@@ -95,6 +97,42 @@
 // does that job. An agent run as PID 1 (in a container) should still run
 // under an init that reaps orphans (tini), since it does not reap the
 // processes it kills that are not its children.
+//
+// # Logs
+//
+// Each container instance (its first run, then each restart) writes to
+// two pipes held by a log shim: the agent's own executable run again
+// (/proc/self/exe, with an environment marker the package's init
+// recognises, so any program or test binary linking the package can start
+// it). The shim stamps each line with the time it read it and its stream,
+// splits lines longer than 16 KiB into partial records, and appends them
+// in the CRI log format (the kubelet's) to the container's log files under
+// LogDir, starting a new file when one would exceed
+// Options.ContainerLogMaxSize and deleting the oldest beyond
+// Options.ContainerLogMaxFiles, across the container's instances. So a
+// container's logs never take more than MaxSize*MaxFiles bytes on disk,
+// and neither the shim nor the agent holds more than a line in memory.
+// ReadLogs serves them as `kubectl logs` does (Follow, Previous,
+// Timestamps, TailLines, SinceTime, LimitBytes).
+//
+// The shim runs in a process group of its own and does not carry the
+// PODKIT_* variables: it is not a process of the pod, and it outlives the
+// agent as the container does, so a restarted agent loses no line and the
+// container is neither killed by SIGPIPE nor blocked on a full pipe while
+// no agent runs. It ends at end of file, once the container and every
+// process holding its stdout or stderr are gone, after writing everything
+// it read. A container's exit is recorded once its shim has ended (its log
+// is complete then), or after Options.KillTimeout if something outside the
+// container still holds its output; SyncTerminatingPod waits for the
+// pod's shims the same way and kills one still running after KillTimeout.
+//
+// What is lost: lines rotated away by the cap; output a reader does not
+// get to before it is rotated away; and output the shim cannot write
+// (disk full, the directory removed), which it counts and reports in the
+// log as a stderr line once writing works again. A line a container
+// writes without a newline shows once the line is complete, 16 KiB long,
+// or the stream ends. Killing a shim (SIGKILL) loses what it had read but
+// not written, and the container's next write gets SIGPIPE.
 //
 // # Concurrency
 //

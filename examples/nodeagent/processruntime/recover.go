@@ -41,11 +41,13 @@ func (r *Runtime) recoverState() {
 				}
 			}
 			if c.rec.PID == 0 {
-				r.killContainerLeftovers(p.uid, rec.Name, rec.Cgroup)
+				r.killContainerCgroup(p.uid, rec.Name, rec.Cgroup)
 				continue
 			}
 			if c.rec.BootID == r.bootID && sameProcess(c.rec.PID, c.rec.StartTicks) {
 				pr := &proc{pid: c.rec.PID, pgid: c.rec.PGID, startTicks: c.rec.StartTicks, cgroup: c.rec.Cgroup, startedAt: c.rec.StartedAt, adopted: true, done: make(chan struct{})}
+				// Its log shim, started by the previous run, still drains it.
+				pr.shim = &logShim{dir: containerLogDir(p.dir, rec.Name), instance: c.rec.Restarts}
 				pr.id = containerID(pr.pid, pr.startTicks)
 				c.proc = pr
 				r.log.Info("Adopted a container process from a previous run", "pod", p.uid, "container", rec.Name, "pid", pr.pid)
@@ -59,7 +61,7 @@ func (r *Runtime) recoverState() {
 			if c.rec.BootID == r.bootID {
 				r.killLeftovers(c.rec.PGID, c.rec.StartTicks)
 			}
-			r.killContainerLeftovers(p.uid, rec.Name, rec.Cgroup)
+			r.killContainerCgroup(p.uid, rec.Name, rec.Cgroup)
 			if err := scanOnce(); err != nil {
 				r.log.Error(err, "Cannot scan for what a dead container left behind", "pod", p.uid, "container", rec.Name)
 			}
@@ -121,6 +123,7 @@ func (r *Runtime) watchAdopted(p *podState, c *container, pr *proc) {
 	r.killContainerLeftovers(p.uid, c.rec.Name, pr.cgroup)
 	pr.reaped = true
 	pr.mu.Unlock()
+	r.awaitLogShim(pr.shim)
 	r.exited(p, c, pr, ExitStatus{
 		Code:      137,
 		Reason:    ReasonStatusUnknown,

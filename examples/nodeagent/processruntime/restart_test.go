@@ -21,6 +21,7 @@ import (
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
 )
@@ -41,8 +42,11 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(envHelperStateDir); dir != "" {
 		uid := types.UID(os.Getenv(envHelperUID))
 		pod := restartPod(uid)
-		if os.Getenv(envHelperPod) == "escaper" {
+		switch {
+		case os.Getenv(envHelperPod) == "escaper":
 			pod = escaperPod(uid)
+		case os.Getenv(envHelperLogging) != "":
+			pod = loggingPod(uid)
 		}
 		mode := processruntime.CgroupsOff
 		if os.Getenv(envHelperCgroups) == "required" {
@@ -98,22 +102,29 @@ func previousAgent(opts processruntime.Options, pod *v1.Pod) int {
 // the containers' main processes found afterwards.
 func crashAgent(t *testing.T, dir string, uid types.UID) []processruntime.Process {
 	t.Helper()
-	startPreviousAgent(t, dir, uid, "survivor", processruntime.CgroupsOff)
+	return crashAgentWith(t, dir, uid, nil, 2)
+}
+
+// crashAgentWith is crashAgent with more environment for the previous
+// agent, expecting its pod to have n containers.
+func crashAgentWith(t *testing.T, dir string, uid types.UID, env []string, n int) []processruntime.Process {
+	t.Helper()
+	startPreviousAgent(t, dir, uid, env)
 	found := leaders(t, uid, -1)
-	if len(found) != 2 {
-		t.Fatalf("after the previous agent was killed, %d main processes of pod %s run instead of 2: %+v\n%s", len(found), uid, found, diagnose(dir, uid))
+	if len(found) != n {
+		t.Fatalf("after the previous agent was killed, %d main processes of pod %s run instead of %d: %+v\n%s", len(found), uid, n, found, diagnose(dir, uid))
 	}
 	return found
 }
 
-// startPreviousAgent runs a previous agent on dir in a subprocess with
-// the pod named podKind (see envHelperPod), waits until the pod's
-// containers have started, and SIGKILLs the agent, leaving its processes
-// orphaned.
-func startPreviousAgent(t *testing.T, dir string, uid types.UID, podKind string, mode processruntime.CgroupMode) {
+// startPreviousAgent runs a previous agent on dir in a subprocess, with
+// env added to its environment (envHelperPod, envHelperCgroups,
+// envHelperLogging), waits until its pod's containers have started, and
+// SIGKILLs it, leaving its processes orphaned.
+func startPreviousAgent(t *testing.T, dir string, uid types.UID, env []string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envHelperStateDir+"="+dir, envHelperUID+"="+string(uid), envHelperPod+"="+podKind, envHelperCgroups+"="+mode.String())
+	cmd.Env = append(append(os.Environ(), envHelperStateDir+"="+dir, envHelperUID+"="+string(uid)), env...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -193,13 +204,12 @@ func TestOrphansOfACrashedAgentAreKilledByHousekeeping(t *testing.T) {
 		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
 			return rt.RuntimePods(), nil
 		}),
-		RunWorkers:           workers.Run,
 		HousekeepingInterval: 100 * time.Millisecond,
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx, make(chan lifecycle.PodUpdate)) }()
+	go func() { done <- h.Run(ctx, make(chan podconfig.PodUpdate)) }()
 	defer func() {
 		cancel()
 		require.NoError(t, <-done)
