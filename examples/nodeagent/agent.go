@@ -161,7 +161,7 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		return fail(err)
 	}
 	a.store = podmanager.New()
-	a.api = newFakeAPIServer(a.notify, a.say)
+	a.api = newFakeAPIServer(opts.nodeName, a.notify, a.say)
 	a.config, err = podconfig.New(podconfig.Options{Recorder: lifecycle.RecorderFunc(a.onEvent), Logger: log.WithName("config")})
 	if err != nil {
 		return fail(err)

@@ -129,6 +129,7 @@ spec:
 		assert.Empty(t, a.rt.RuntimePods())
 		assert.Empty(t, a.rt.Tombstones(), "their logs went with them")
 		assert.Empty(t, a.podKeys(), "/pods is empty")
+		assert.Empty(t, a.api.mirrorPodNames(), "their mirror pods were deleted")
 	}
 	a.mu.Lock()
 	assert.Len(t, a.departed, maxDeparted, "the latest departed keep a summary line")
