@@ -19,7 +19,9 @@
 //
 //  1. Reads a manifest and calls [PrepareStaticPod] with the node name and
 //     the source's name, which gives the pod its UID, node-suffixed name,
-//     namespace, node name, config hash and source annotation.
+//     namespace, node name, config hash and source annotation, and refuses
+//     a pod the kubelet would refuse ([ValidatePodObject]: names, container
+//     names, annotation size, and the rest the kubelet checks).
 //  2. Builds one [Client] with [NewClient] over a [PodAPI] (three calls;
 //     a client-go clientset fits with the adapter shown on [PodAPIFuncs]),
 //     with [ClientOptions] naming the node and how to look up its UID.

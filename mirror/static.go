@@ -34,6 +34,9 @@ import (
 //     so node problems do not evict the node's own file pods;
 //   - status.phase is set to Pending.
 //
+// The prepared pod is then checked with ValidatePodObject, as the kubelet
+// validates a static pod before admitting it.
+//
 // source is the source name (FileSource, HTTPSource, or an agent's own);
 // ApiserverSource or "" is refused, since such a pod would not be static.
 // The UID is stable and unique per node, but it is not byte-for-byte the
@@ -49,7 +52,8 @@ import (
 //
 // Errors (prefixed "mirror: "): a nil pod, an empty name, an empty nodeName,
 // a name or namespace containing "_" (it would break full names), a refused
-// source (wrapping ErrNotStaticPod), or a pod that cannot be encoded.
+// source (wrapping ErrNotStaticPod), a pod that cannot be encoded, or an
+// invalid pod (ValidatePodObject's error, naming every invalid field).
 func PrepareStaticPod(pod *v1.Pod, nodeName, source string) error {
 	switch {
 	case pod == nil:
@@ -72,23 +76,29 @@ func PrepareStaticPod(pod *v1.Pod, nodeName, source string) error {
 		}
 	}
 
-	pod.UID = uid
-	pod.Name = pod.Name + "-" + strings.ToLower(nodeName)
-	if pod.Namespace == "" {
-		pod.Namespace = metav1.NamespaceDefault
+	// Prepare a shallow copy, validate it, and only then write it back.
+	p := *pod
+	p.UID = uid
+	p.Name = pod.Name + "-" + strings.ToLower(nodeName)
+	if p.Namespace == "" {
+		p.Namespace = metav1.NamespaceDefault
 	}
-	pod.Spec.NodeName = nodeName
+	p.Spec.NodeName = nodeName
 
 	annotations := make(map[string]string, len(pod.Annotations)+2)
 	maps.Copy(annotations, pod.Annotations)
 	annotations[ConfigHashAnnotationKey] = string(uid)
 	annotations[ConfigSourceAnnotationKey] = source
-	pod.Annotations = annotations
+	p.Annotations = annotations
 
 	if source == FileSource {
-		pod.Spec.Tolerations = withNoExecuteToleration(pod.Spec.Tolerations)
+		p.Spec.Tolerations = withNoExecuteToleration(pod.Spec.Tolerations)
 	}
-	pod.Status.Phase = v1.PodPending
+	p.Status.Phase = v1.PodPending
+	if err := ValidatePodObject(&p); err != nil {
+		return err
+	}
+	*pod = p
 	return nil
 }
 

@@ -29,15 +29,19 @@ import (
 
 // options are the agent's settings, from the command line.
 type options struct {
-	manifests        string
-	stateDir         string
-	nodeName         string
-	listen           string
-	untilIdle        bool
-	shutdownGrace    time.Duration
-	restartBackOff   time.Duration
-	manifestInterval time.Duration
-	verbosity        int
+	manifests string
+	stateDir  string
+	nodeName  string
+	listen    string
+	// listenNonLoopback allows --listen on an address other than loopback.
+	listenNonLoopback bool
+	untilIdle         bool
+	shutdownGrace     time.Duration
+	restartBackOff    time.Duration
+	manifestInterval  time.Duration
+	verbosity         int
+	// cgroups is the process runtime's containment: auto, off or required.
+	cgroups string
 	// demoTimeout bounds the demo script; past it the demo has stalled.
 	demoTimeout time.Duration
 	// runtimeOptions choose the container runtime (runtime_cri.go).
@@ -56,53 +60,6 @@ var nodeAllocatable = v1.ResourceList{
 	v1.ResourcePods:   resource.MustParse("110"),
 }
 
-// podRecord is what the agent remembers of one pod, for its output, the
-// /pods endpoint and the summary.
-type podRecord struct {
-	uid       types.UID
-	name      string // namespace/name
-	fullName  string
-	static    bool
-	firstSeen time.Time
-	// pod is the latest desired pod known.
-	pod *v1.Pod
-	// rejected is the status admission gave the pod, nil if admitted.
-	rejected *v1.PodStatus
-	// runtime is the runtime's latest view of the pod.
-	runtime    processruntime.PodStatus
-	hasRuntime bool
-	stage      podworker.Stage
-	// maxStage is the furthest stage the pod's worker reached.
-	maxStage podworker.Stage
-	// When termination was requested (or the pod finished on its own),
-	// when its containers were known stopped, and when it was cleaned up.
-	termRequested, terminated, finished time.Time
-	// termReason says why the pod was terminated.
-	termReason string
-}
-
-// apiStatus is the pod's status as the kubelet would derive it. A pod
-// known only from the runtime (left over from a previous run) is read
-// against a stand-in spec made of the containers the runtime has.
-func (r *podRecord) apiStatus() (v1.PodStatus, bool) {
-	switch {
-	case r.rejected != nil:
-		return *r.rejected, true
-	case !r.hasRuntime:
-		return v1.PodStatus{}, false
-	case r.pod == nil:
-		pod := &v1.Pod{}
-		for _, c := range r.runtime.InitContainers {
-			pod.Spec.InitContainers = append(pod.Spec.InitContainers, v1.Container{Name: c.Name})
-		}
-		for _, c := range r.runtime.Containers {
-			pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c.Name})
-		}
-		return processruntime.APIStatus(pod, r.runtime), true
-	}
-	return processruntime.APIStatus(r.pod, r.runtime), true
-}
-
 // agent is the node agent: config sources feed a lifecycle.Handler, which
 // drives the pod workers, which call the process runtime.
 type agent struct {
@@ -119,11 +76,21 @@ type agent struct {
 	manifests   *podconfig.ManifestSource
 	manifestDir string
 	listener    net.Listener
+	// httpSlots holds a value per pod request being served (at most
+	// httpMaxInFlight); httpWriteTimeout is the server's WriteTimeout.
+	httpSlots        chan struct{}
+	httpWriteTimeout time.Duration
 
 	// mu guards the fields below.
-	mu    sync.Mutex
-	pods  map[types.UID]*podRecord
-	order []types.UID
+	mu   sync.Mutex
+	pods map[types.UID]*podRecord
+	// podsPeak is the most records pods held since it was last rebuilt.
+	podsPeak int
+	// departed are the summary lines of the latest pods whose records were
+	// pruned (at most maxDeparted, oldest first); departedDropped counts
+	// the older ones.
+	departed        []departedPod
+	departedDropped int
 	// changed is closed and replaced whenever a record changes.
 	changed      chan struct{}
 	shuttingDown bool
@@ -144,12 +111,20 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		pods:      map[types.UID]*podRecord{},
 		changed:   make(chan struct{}),
 		eventWake: make(chan struct{}, 1),
+
+		httpSlots:        make(chan struct{}, httpMaxInFlight),
+		httpWriteTimeout: httpWriteTimeout,
 	}
 	if err := os.MkdirAll(opts.stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
+	mode, err := cgroupMode(opts.cgroups)
+	if err != nil {
+		return nil, err
+	}
 	rt, err := processruntime.Open(processruntime.Options{
 		StateDir: filepath.Join(opts.stateDir, "runtime"),
+		Cgroups:  mode,
 		BackOff:  opts.restartBackOff,
 		Logger:   log.WithName("runtime"),
 		OnEvent:  a.onRuntimeEvent,
@@ -186,7 +161,9 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		return fail(err)
 	}
 	a.store = podmanager.New()
-	a.api = newFakeAPIServer(a.notify, a.say)
+	if a.api, err = newFakeAPIServer(opts.nodeName, a.notify, a.say); err != nil {
+		return fail(err)
+	}
 	a.config, err = podconfig.New(podconfig.Options{Recorder: lifecycle.RecorderFunc(a.onEvent), Logger: log.WithName("config")})
 	if err != nil {
 		return fail(err)
@@ -225,18 +202,36 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		if a.listener, err = net.Listen("tcp", opts.listen); err != nil {
 			return fail(fmt.Errorf("--listen %s: %w", opts.listen, err))
 		}
+		if err := checkListenAddress(a.listener.Addr(), opts.listenNonLoopback); err != nil {
+			a.listener.Close()
+			return fail(fmt.Errorf("--listen %s: %w", opts.listen, err))
+		}
 	}
 	return a, nil
+}
+
+// cgroupMode parses --cgroups ("" is the default, auto).
+func cgroupMode(s string) (processruntime.CgroupMode, error) {
+	if s == "" {
+		return processruntime.CgroupsAuto, nil
+	}
+	for _, m := range []processruntime.CgroupMode{processruntime.CgroupsAuto, processruntime.CgroupsOff, processruntime.CgroupsRequired} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("--cgroups %q: want auto, off or required", s)
 }
 
 // listRuntimePods is housekeeping's RuntimePodLister. Housekeeping calls it
 // once per pass, after SyncKnownPods and inside the sync loop's critical
 // section (so config cannot change meanwhile), which makes it the agent's
 // per-housekeeping hook: it first removes the tombstones (logs and final
-// container states) of pods config no longer has, then lists the runtime's
-// pods.
+// container states) of pods config no longer has and the records of pods
+// known nowhere any more, then lists the runtime's pods.
 func (a *agent) listRuntimePods(context.Context) ([]podworker.RuntimePod, error) {
 	a.pruneTombstones()
+	a.pruneRecords()
 	return a.rt.RuntimePods(), nil
 }
 
@@ -308,16 +303,17 @@ func (a *agent) run(ctx context.Context) error {
 	var srv *http.Server
 	srvDone := make(chan struct{})
 	if a.listener != nil {
-		srv = &http.Server{Handler: a.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		srv = a.newHTTPServer()
 		go func() {
 			defer close(srvDone)
 			if err := srv.Serve(a.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				a.log.Error(err, "The HTTP server stopped")
 			}
 		}()
-		a.say("serving /pods and /healthz on http://%s", a.listener.Addr())
+		a.say("serving /pods, /pods/{uid}, /pods/{uid}/logs/{container} and /healthz on http://%s", a.listener.Addr())
 	}
 
+	a.say("containment: %s", a.rt.Containment())
 	var errs []error
 	var mainErr error
 	switch {
@@ -401,20 +397,17 @@ func (a *agent) waitCleanedUp(limit time.Duration) error {
 }
 
 // checkNoProcessLeft looks in the process table for processes of the
-// agent's pods.
+// agent's pods, the last line of defence: the runtime stops every process
+// of a pod it stops, so any found is a bug (or a pod the shutdown could
+// not stop). It kills them and returns an error naming them.
 func (a *agent) checkNoProcessLeft() error {
-	a.mu.Lock()
-	ours := make(map[string]bool, len(a.pods))
-	for uid := range a.pods {
-		ours[string(uid)] = true
-	}
-	a.mu.Unlock()
-	left, err := processruntime.ScanProcesses(func(uid string) bool { return ours[uid] })
+	left, err := a.rt.Processes()
 	if err != nil {
 		return fmt.Errorf("checking for processes left behind: %w", err)
 	}
 	if len(left) > 0 {
-		return fmt.Errorf("%d processes of the agent's pods still run, first pid %d (pod %s, container %s)", len(left), left[0].PID, left[0].PodUID, left[0].Container)
+		killed := processruntime.KillProcesses(left)
+		return fmt.Errorf("%d processes of the agent's pods still ran after the shutdown, first pid %d (pod %s, container %s); killed %d of them", len(left), left[0].PID, left[0].PodUID, left[0].Container, killed)
 	}
 	return nil
 }
@@ -480,28 +473,6 @@ func (a *agent) notify() {
 func (a *agent) notifyLocked() {
 	close(a.changed)
 	a.changed = make(chan struct{})
-}
-
-// recordLocked returns the record of uid, creating it.
-func (a *agent) recordLocked(uid types.UID) *podRecord {
-	rec := a.pods[uid]
-	if rec == nil {
-		rec = &podRecord{uid: uid, firstSeen: time.Now()}
-		a.pods[uid] = rec
-		a.order = append(a.order, uid)
-	}
-	return rec
-}
-
-// setPodLocked records the desired pod of rec.
-func (rec *podRecord) setPodLocked(pod *v1.Pod) {
-	if pod == nil {
-		return
-	}
-	rec.pod = pod
-	rec.name = pod.Namespace + "/" + pod.Name
-	rec.fullName = mirror.PodFullName(pod)
-	rec.static = mirror.IsStaticPod(pod)
 }
 
 // onRuntimeEvent records the runtime's view of the pod at once (so it is

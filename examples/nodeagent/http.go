@@ -1,14 +1,45 @@
 package main
 
 import (
+	"bufio"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"sort"
+	"strconv"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podkit/podkit/podworker"
+)
+
+// What one client of the HTTP endpoint can cost the agent. The endpoint
+// has no authentication, so it listens on loopback only unless
+// --listen-non-loopback says otherwise.
+const (
+	// A request's headers must arrive within httpReadHeaderTimeout, and
+	// the whole request within httpReadTimeout; the response must be
+	// written within httpWriteTimeout (a client that stops reading is
+	// disconnected then); an idle kept-alive connection is closed after
+	// httpIdleTimeout.
+	httpReadHeaderTimeout = 5 * time.Second
+	httpReadTimeout       = 10 * time.Second
+	httpWriteTimeout      = 30 * time.Second
+	httpIdleTimeout       = 60 * time.Second
+	httpMaxHeaderBytes    = 16 << 10
+	// httpMaxInFlight is how many pod requests are served at once; more
+	// get 503 Service Unavailable with Retry-After.
+	httpMaxInFlight = 16
+	// defaultPodsLimit and maxPodsLimit are the default and largest page
+	// of /pods (?limit=N; larger values are clamped).
+	defaultPodsLimit = 100
+	maxPodsLimit     = 500
 )
 
 // windowView is the pod workers' window for one UID: what every other loop
@@ -25,23 +56,28 @@ type windowView struct {
 
 // workerView is a podworker.PodInfo in JSON.
 type workerView struct {
-	Stage                string  `json:"stage"`
-	Started              bool    `json:"started"`
-	TerminationRequested bool    `json:"terminationRequested"`
-	TerminationStarted   bool    `json:"terminationStarted"`
-	Finished             bool    `json:"finished"`
-	Deleted              bool    `json:"deleted"`
-	Evicted              bool    `json:"evicted"`
-	RestartRequested     bool    `json:"restartRequested"`
-	Static               bool    `json:"static"`
-	RuntimeOnly          bool    `json:"runtimeOnly"`
-	GracePeriod          int64   `json:"gracePeriod"`
-	Working              bool    `json:"working"`
-	Pod                  *v1.Pod `json:"pod,omitempty"`
-	MirrorPod            *v1.Pod `json:"mirrorPod,omitempty"`
+	Stage                string `json:"stage"`
+	Started              bool   `json:"started"`
+	TerminationRequested bool   `json:"terminationRequested"`
+	TerminationStarted   bool   `json:"terminationStarted"`
+	Finished             bool   `json:"finished"`
+	Deleted              bool   `json:"deleted"`
+	Evicted              bool   `json:"evicted"`
+	RestartRequested     bool   `json:"restartRequested"`
+	Static               bool   `json:"static"`
+	RuntimeOnly          bool   `json:"runtimeOnly"`
+	GracePeriod          int64  `json:"gracePeriod"`
+	Working              bool   `json:"working"`
+
+	// Pod and MirrorPod are the desired pod and its mirror pod as the
+	// worker last acted on them, redacted (redactPod) and without their
+	// status: a config source's copy of the status (a static pod's is
+	// always Pending) is not the pod's status, which podView.Status is.
+	Pod       *v1.Pod `json:"pod,omitempty"`
+	MirrorPod *v1.Pod `json:"mirrorPod,omitempty"`
 }
 
-// podView is one pod in /pods.
+// podView is one pod in /pods and /pods/{uid}.
 type podView struct {
 	UID      types.UID  `json:"uid"`
 	Name     string     `json:"name,omitempty"`
@@ -50,50 +86,240 @@ type podView struct {
 	// Worker is the engine's snapshot; null once the engine forgot the pod
 	// (and for pods admission rejected, which never reach it).
 	Worker *workerView `json:"worker"`
-	// Status is the pod's status as the kubelet would report it.
+	// Status is the pod's status as the kubelet would report it, derived
+	// from what the runtime observed (or admission's rejection): the only
+	// status served.
 	Status *v1.PodStatus `json:"status,omitempty"`
 }
 
-// podsResponse is the body of /pods.
+// podsResponse is the body of /pods: one page of pods, sorted by name and
+// UID. Continue, when set, is passed as ?continue= to get the next page.
 type podsResponse struct {
-	Node string    `json:"node"`
-	Pods []podView `json:"pods"`
+	Node     string    `json:"node"`
+	Pods     []podView `json:"pods"`
+	Continue string    `json:"continue,omitempty"`
 }
 
-// httpHandler serves /pods (every pod's window, PodInfo and status, as
-// JSON), /pods/{uid}/logs/{container} (a container's log, http_logs.go)
-// and /healthz.
+// errorResponse is the body of an error.
+type errorResponse struct {
+	Error string `json:"error"`
+}
+
+// checkListenAddress refuses to serve the unauthenticated endpoint on
+// anything but a loopback address, unless allowed (--listen-non-loopback).
+// addr is the address the listener got (so a host name is resolved, and
+// ":8080", which listens on every interface, is refused).
+func checkListenAddress(addr net.Addr, allowed bool) error {
+	if allowed {
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err == nil && ap.Addr().IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%s is not a loopback address, and the endpoint has no authentication: listen on 127.0.0.1 or [::1], or pass --listen-non-loopback to serve every pod's spec to whoever can reach it", addr)
+}
+
+// newHTTPServer returns the server of the agent's endpoint, with its
+// timeouts and limits.
+func (a *agent) newHTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           a.httpHandler(),
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      a.httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+	}
+}
+
+// httpHandler serves /healthz, /pods (a page of pods: each one's window,
+// PodInfo and status, as JSON; ?limit=N, ?continue=TOKEN), /pods/{uid}
+// (one pod) and /pods/{uid}/logs/{container} (a container's log,
+// http_logs.go, which sets its own write deadline per write). Secret-shaped values are redacted (redactPod). The pod
+// endpoints stream their JSON, one pod at a time, and serve at most
+// httpMaxInFlight requests at once.
 func (a *agent) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	mux.HandleFunc("GET /pods", a.limited(a.servePods))
+	mux.HandleFunc("GET /pods/{uid}", a.limited(a.servePod))
 	mux.HandleFunc("GET /pods/{uid}/logs/{container}", a.logsHandler(maxLogStreams))
-	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(a.podsView())
-	})
 	return mux
 }
 
-// podsView gathers every pod the agent or the engine knows.
-func (a *agent) podsView() podsResponse {
-	views := map[types.UID]*podView{}
+// limited serves with h while fewer than httpMaxInFlight pod requests are
+// being served, and with 503 otherwise.
+func (a *agent) limited(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case a.httpSlots <- struct{}{}:
+			defer func() { <-a.httpSlots }()
+			h(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeJSONError(w, http.StatusServiceUnavailable, "too many requests in flight; retry later")
+		}
+	}
+}
+
+func writeJSONError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(errorResponse{Error: msg})
+}
+
+// podKey orders the pods of /pods, and is what a continue token holds.
+type podKey struct {
+	Name string    `json:"n"`
+	UID  types.UID `json:"u"`
+}
+
+func (k podKey) less(o podKey) bool {
+	if k.Name != o.Name {
+		return k.Name < o.Name
+	}
+	return k.UID < o.UID
+}
+
+func (k podKey) token() string {
+	b, _ := json.Marshal(k)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func parseToken(s string) (podKey, error) {
+	var k podKey
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &k)
+	}
+	if err != nil || k.UID == "" {
+		return podKey{}, errors.New("invalid continue token")
+	}
+	return k, nil
+}
+
+// servePods serves one page of /pods.
+func (a *agent) servePods(w http.ResponseWriter, r *http.Request) {
+	limit := defaultPodsLimit
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a positive number (at most %d are served)", s, maxPodsLimit))
+			return
+		}
+		limit = min(n, maxPodsLimit)
+	}
+	keys := a.podKeys()
+	start := 0
+	if s := r.URL.Query().Get("continue"); s != "" {
+		after, err := parseToken(s)
+		if err != nil {
+			writeJSONError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		start = sort.Search(len(keys), func(i int) bool { return after.less(keys[i]) })
+	}
+	page := keys[start:min(start+limit, len(keys))]
+	next := ""
+	if start+len(page) < len(keys) {
+		next = page[len(page)-1].token()
+	}
+
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 32<<10)
+	head, _ := json.Marshal(a.opts.nodeName)
+	fmt.Fprintf(bw, "{\n  \"node\": %s,\n  \"pods\": [", head)
+	written := 0
+	for _, k := range page {
+		v, ok := a.podView(k.UID)
+		if !ok {
+			continue // forgotten meanwhile
+		}
+		b, err := json.MarshalIndent(v, "    ", "  ")
+		if err != nil {
+			a.log.Error(err, "Encoding a pod for /pods failed", "pod", k.UID)
+			continue
+		}
+		if written > 0 {
+			bw.WriteString(",")
+		}
+		bw.WriteString("\n    ")
+		if _, err := bw.Write(b); err != nil {
+			return // the client is gone, or too slow (write timeout)
+		}
+		written++
+	}
+	if written > 0 {
+		bw.WriteString("\n  ")
+	}
+	bw.WriteString("]")
+	if next != "" {
+		tok, _ := json.Marshal(next)
+		fmt.Fprintf(bw, ",\n  \"continue\": %s", tok)
+	}
+	bw.WriteString("\n}\n")
+	_ = bw.Flush()
+}
+
+// servePod serves /pods/{uid}.
+func (a *agent) servePod(w http.ResponseWriter, r *http.Request) {
+	uid := types.UID(r.PathValue("uid"))
+	v, ok := a.podView(uid)
+	if !ok {
+		writeJSONError(w, http.StatusNotFound, fmt.Sprintf("no pod with UID %q", uid))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// podKeys returns the keys of every pod the agent or the engine knows,
+// sorted.
+func (a *agent) podKeys() []podKey {
+	names := map[types.UID]string{}
 	for _, info := range a.workers.Pods() {
-		views[info.UID] = &podView{UID: info.UID, FullName: info.FullName, Worker: workerOf(info)}
+		names[info.UID] = ""
 		if info.Pod != nil {
-			views[info.UID].Name = info.Pod.Namespace + "/" + info.Pod.Name
+			names[info.UID] = info.Pod.Namespace + "/" + info.Pod.Name
 		}
 	}
 	a.mu.Lock()
 	for uid, rec := range a.pods {
-		v := views[uid]
-		if v == nil {
-			v = &podView{UID: uid, FullName: rec.fullName}
-			views[uid] = v
+		if names[uid] == "" {
+			names[uid] = rec.name
+		}
+	}
+	a.mu.Unlock()
+	keys := make([]podKey, 0, len(names))
+	for uid, name := range names {
+		keys = append(keys, podKey{Name: name, UID: uid})
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
+	return keys
+}
+
+// podView gathers what the agent and the engine know of one pod, redacted;
+// false when neither knows it.
+func (a *agent) podView(uid types.UID) (podView, bool) {
+	v := podView{UID: uid}
+	info, inEngine := a.workers.Pod(uid)
+	if inEngine {
+		v.FullName, v.Worker = info.FullName, workerOf(info)
+		if info.Pod != nil {
+			v.Name = info.Pod.Namespace + "/" + info.Pod.Name
+		}
+	}
+	a.mu.Lock()
+	rec := a.pods[uid]
+	if rec != nil {
+		if v.FullName == "" {
+			v.FullName = rec.fullName
 		}
 		if v.Name == "" {
 			v.Name = rec.name
@@ -103,26 +329,19 @@ func (a *agent) podsView() podsResponse {
 		}
 	}
 	a.mu.Unlock()
-	out := podsResponse{Node: a.opts.nodeName, Pods: make([]podView, 0, len(views))}
-	for uid, v := range views {
-		v.Window = windowView{
-			IsPodKnownTerminated:             a.workers.IsPodKnownTerminated(uid),
-			CouldHaveRunningContainers:       a.workers.CouldHaveRunningContainers(uid),
-			ShouldPodBeFinished:              a.workers.ShouldPodBeFinished(uid),
-			IsPodTerminationRequested:        a.workers.IsPodTerminationRequested(uid),
-			ShouldPodContainersBeTerminating: a.workers.ShouldPodContainersBeTerminating(uid),
-			ShouldPodRuntimeBeRemoved:        a.workers.ShouldPodRuntimeBeRemoved(uid),
-			ShouldPodContentBeRemoved:        a.workers.ShouldPodContentBeRemoved(uid),
-		}
-		out.Pods = append(out.Pods, *v)
+	if !inEngine && rec == nil {
+		return podView{}, false
 	}
-	sort.Slice(out.Pods, func(i, j int) bool {
-		if out.Pods[i].Name != out.Pods[j].Name {
-			return out.Pods[i].Name < out.Pods[j].Name
-		}
-		return out.Pods[i].UID < out.Pods[j].UID
-	})
-	return out
+	v.Window = windowView{
+		IsPodKnownTerminated:             a.workers.IsPodKnownTerminated(uid),
+		CouldHaveRunningContainers:       a.workers.CouldHaveRunningContainers(uid),
+		ShouldPodBeFinished:              a.workers.ShouldPodBeFinished(uid),
+		IsPodTerminationRequested:        a.workers.IsPodTerminationRequested(uid),
+		ShouldPodContainersBeTerminating: a.workers.ShouldPodContainersBeTerminating(uid),
+		ShouldPodRuntimeBeRemoved:        a.workers.ShouldPodRuntimeBeRemoved(uid),
+		ShouldPodContentBeRemoved:        a.workers.ShouldPodContentBeRemoved(uid),
+	}
+	return v, true
 }
 
 func workerOf(info podworker.PodInfo) *workerView {
@@ -139,7 +358,7 @@ func workerOf(info podworker.PodInfo) *workerView {
 		RuntimeOnly:          info.RuntimeOnly,
 		GracePeriod:          info.GracePeriod,
 		Working:              info.Working,
-		Pod:                  info.Pod,
-		MirrorPod:            info.MirrorPod,
+		Pod:                  redactPod(info.Pod),
+		MirrorPod:            redactPod(info.MirrorPod),
 	}
 }

@@ -18,10 +18,12 @@
 // With --manifests DIR it runs the static pods of DIR instead (the folder
 // is watched), until SIGINT or SIGTERM, or with --until-idle until they
 // have all finished. --listen ADDR serves /pods (every pod's window,
-// PodInfo and status, as JSON), /pods/{uid}/logs/{container} (a
-// container's log, with kubectl's options: ?follow=true, ?tailLines=N,
-// previous, timestamps, sinceSeconds or sinceTime, limitBytes) and
-// /healthz. Each container's logs are capped on disk, rotated as the
+// PodInfo and status, as JSON, a page at a time), /pods/{uid},
+// /pods/{uid}/logs/{container} (a container's log, with kubectl's options:
+// ?follow=true, ?tailLines=N, previous, timestamps, sinceSeconds or
+// sinceTime, limitBytes) and /healthz, on a loopback address unless
+// --listen-non-loopback; secret-shaped values (env values, among others)
+// are redacted. Each container's logs are capped on disk, rotated as the
 // kubelet does (--container-log-max-size, --container-log-max-files).
 // With --runtime cri (and --cri-endpoint unix:///...) it runs the pods of
 // --manifests in a CRI runtime such as containerd instead (see
@@ -105,11 +107,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&opts.manifests, "manifests", "", "run the static pod manifests of this `directory` (watched) instead of the demo")
 	fs.StringVar(&opts.stateDir, "state-dir", "", "`directory` for process records, logs and pod scratch space; a later run adopts or kills what an earlier one left, and does not run again the pods that finished (their logs are kept while the pod is in config). Default: "+filepath.Join(os.TempDir(), "podkit-nodeagent")+" with --manifests; for the demo, a new temporary directory removed at exit, so every demo starts clean")
 	fs.StringVar(&opts.nodeName, "node-name", "podkit-node", "the node's `name` (a DNS subdomain; static pods are named after it)")
-	fs.StringVar(&opts.listen, "listen", "", "serve /pods, /pods/{uid}/logs/{container} and /healthz over HTTP on this `address` (e.g. 127.0.0.1:8080)")
+	fs.StringVar(&opts.listen, "listen", "", "serve /pods, /pods/{uid}, /pods/{uid}/logs/{container} and /healthz over HTTP on this `address` (e.g. 127.0.0.1:8080); it has no authentication, so a loopback address is required unless --listen-non-loopback is given")
+	fs.BoolVar(&opts.listenNonLoopback, "listen-non-loopback", false, "allow --listen on an address other than loopback (such as :8080, every interface): whoever can reach it reads every pod's spec and logs (env values and other secret-shaped values of the specs are redacted)")
 	fs.BoolVar(&opts.untilIdle, "until-idle", false, "with --manifests: shut down once every pod has finished, instead of waiting for SIGINT or SIGTERM")
 	fs.DurationVar(&opts.shutdownGrace, "shutdown-grace", 30*time.Second, "how long the node shutdown may take in all")
 	fs.DurationVar(&opts.restartBackOff, "restart-backoff", time.Second, "delay before the second restart of a crashing container; it doubles with each restart (the kubelet uses 10s)")
 	fs.DurationVar(&opts.manifestInterval, "manifest-interval", 2*time.Second, "how often the manifest directory is read again")
+	fs.StringVar(&opts.cgroups, "cgroups", "auto", "put each pod in a cgroup v2 of its own so that no process it starts outlives it: auto (when the agent's cgroup is writable), off (process groups and an environment scan only), or required")
 	fs.IntVar(&opts.verbosity, "v", 0, "log `level` on stderr: 0 logs errors only, 1 adds information, higher adds detail")
 	opts.runtimeOptions.register(fs)
 	opts.logCapOptions.register(fs)
@@ -145,6 +149,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if d <= 0 {
 			return options{}, fmt.Errorf("%s must be positive, got %v", name, d)
 		}
+	}
+	if _, err := cgroupMode(opts.cgroups); err != nil {
+		return options{}, err
 	}
 	if opts.verbosity < 0 {
 		return options{}, fmt.Errorf("-v must not be negative, got %d", opts.verbosity)

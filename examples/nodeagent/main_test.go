@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -86,11 +87,15 @@ func startAgent(t *testing.T, opts options) (a *agent, out *syncBuffer, stop fun
 	return a, out, cancel, wait
 }
 
-// uids returns the UIDs of every pod the agent saw.
+// uids returns the UIDs of every pod the agent has a record of.
 func (a *agent) uids() []types.UID {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]types.UID(nil), a.order...)
+	var out []types.UID
+	for uid := range a.pods {
+		out = append(out, uid)
+	}
+	return out
 }
 
 // requireNoProcess checks the process table for processes of uids.
@@ -161,6 +166,7 @@ func TestDemoRunsToItsSummary(t *testing.T) {
 	assert.Less(t, graceful, 5*time.Second, "and exits within its grace period")
 
 	text := out.String()
+	requireStampsInOrder(t, text)
 	for _, line := range []string{
 		"absent → rejected",
 		"default/graceful                syncing → termination-requested      deleted, grace 5s",
@@ -463,4 +469,43 @@ func TestDemoNeedsItsCommands(t *testing.T) {
 	code := run(context.Background(), []string{"--state-dir", t.TempDir()}, &stdout, &stderr)
 	assert.Equal(t, exitFailed, code)
 	assert.Contains(t, stderr.String(), `nodeagent: the demo needs "sh", which is missing: command "sh" not found in PATH "/nonexistent-bin"`)
+}
+
+// Static pods the kubelet would refuse are refused with an event, and
+// never run; the valid one beside them runs.
+func TestInvalidStaticPodsAreRejected(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pod := func(name, namespace, container, annotation string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %q, namespace: %q, annotations: {note: %q}}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: %q, image: example.com/x, command: [sh, -c, "echo ran"]}
+`, name, namespace, annotation, container)
+	}
+	writeManifest(t, dir, "slash", pod("a/b", "default", "main", ""))
+	writeManifest(t, dir, "dotdot", pod("..", "default", "main", ""))
+	writeManifest(t, dir, "namespace", pod("escape", "../../tmp/x", "main", ""))
+	writeManifest(t, dir, "container", pod("long", "default", strings.Repeat("c", 300), ""))
+	writeManifest(t, dir, "annotation", pod("big", "default", "main", strings.Repeat("x", 300<<10)))
+	writeManifest(t, dir, "valid", pod("valid", "default", "main", ""))
+	var stdout, stderr syncBuffer
+	code := run(context.Background(), []string{"--manifests", dir, "--until-idle", "--state-dir", t.TempDir(), "--node-name", "strict-node"}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	out := stdout.String()
+	assert.Equal(t, 5, strings.Count(out, "event Warning InvalidManifest"), out)
+	for _, want := range []string{
+		`metadata.name: Invalid value: "a/b-strict-node"`,
+		`metadata.name: Invalid value: "..-strict-node"`,
+		`metadata.namespace: Invalid value: "../../tmp/x"`,
+		"spec.containers[0].name: Invalid value",
+		"metadata.annotations: Too long",
+	} {
+		assert.Contains(t, out, want)
+	}
+	assert.Regexp(t, `default/valid-strict-node +Succeeded +0 +main=0`, out)
+	assert.Equal(t, 1, strings.Count(out, "· container main started"), "only the valid pod ran")
 }

@@ -28,7 +28,15 @@ func (a *agent) line(pod, msg string) { a.lineAt(time.Now(), pod, msg) }
 func (a *agent) onTransition(tr podworker.Transition) {
 	info, ok := a.workers.Pod(tr.UID)
 	a.mu.Lock()
+	if tr.To == podworker.StageAbsent && a.pods[tr.UID] == nil {
+		// Forgotten, and its record already pruned.
+		a.mu.Unlock()
+		return
+	}
 	rec := a.recordLocked(tr.UID)
+	if (tr.To == podworker.StageNotStarted || tr.To == podworker.StageSyncing) && rec.maxStage >= podworker.StageTerminationRequested {
+		rec.newLifeLocked(tr.To)
+	}
 	if ok {
 		rec.setPodLocked(info.Pod)
 	}
@@ -175,52 +183,63 @@ type summaryRow struct {
 }
 
 // summary builds the summary table's rows, in the order pods were first
-// seen.
+// seen: the pods the agent knows, and the latest that departed.
 func (a *agent) summary() []summaryRow {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	recs := make([]*podRecord, 0, len(a.order))
-	for _, uid := range a.order {
-		recs = append(recs, a.pods[uid])
+	lines := append([]departedPod(nil), a.departed...)
+	for _, rec := range a.sortedRecordsLocked() {
+		lines = append(lines, departedPod{firstSeen: rec.firstSeen, row: a.summaryRowLocked(rec)})
 	}
-	sort.SliceStable(recs, func(i, j int) bool { return recs[i].firstSeen.Before(recs[j].firstSeen) })
-	rows := make([]summaryRow, 0, len(recs))
-	for _, rec := range recs {
-		row := summaryRow{Pod: rec.name, Phase: "-", ExitCodes: "-", Termination: "-"}
-		if st, ok := rec.apiStatus(); ok {
-			row.Phase = string(st.Phase)
-			row.Restarts = restarts(st)
-			if c := exitCodes(st); c != "" {
-				row.ExitCodes = c
-			}
-		}
-		if !rec.termRequested.IsZero() && !rec.terminated.IsZero() {
-			row.Termination = fmt.Sprintf("%.2fs", rec.terminated.Sub(rec.termRequested).Seconds())
-		}
-		switch {
-		case rec.rejected != nil:
-			row.Note = "rejected: " + rec.rejected.Reason
-		case rec.termReason != "":
-			row.Note = rec.termReason
-		}
-		if rec.static {
-			if _, ok := a.api.MirrorPod(rec.fullName); ok {
-				row.Note = "static, has a mirror pod; " + row.Note
-			} else {
-				row.Note = "static; " + row.Note
-			}
-		}
-		rows = append(rows, row)
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].firstSeen.Before(lines[j].firstSeen) })
+	rows := make([]summaryRow, len(lines))
+	for i, l := range lines {
+		rows[i] = l.row
 	}
 	return rows
+}
+
+// summaryRowLocked is rec's row of the summary table.
+func (a *agent) summaryRowLocked(rec *podRecord) summaryRow {
+	row := summaryRow{Pod: rec.name, Phase: "-", ExitCodes: "-", Termination: "-"}
+	if st, ok := rec.apiStatus(); ok {
+		row.Phase = string(st.Phase)
+		row.Restarts = restarts(st)
+		if c := exitCodes(st); c != "" {
+			row.ExitCodes = c
+		}
+	}
+	if !rec.termRequested.IsZero() && !rec.terminated.IsZero() {
+		row.Termination = fmt.Sprintf("%.2fs", rec.terminated.Sub(rec.termRequested).Seconds())
+	}
+	switch {
+	case rec.rejected != nil:
+		row.Note = "rejected: " + rec.rejected.Reason
+	case rec.termReason != "":
+		row.Note = rec.termReason
+	}
+	if rec.static {
+		if _, ok := a.api.MirrorPod(rec.fullName); ok {
+			row.Note = "static, has a mirror pod; " + row.Note
+		} else {
+			row.Note = "static; " + row.Note
+		}
+	}
+	return row
 }
 
 // printSummary prints the summary table.
 func (a *agent) printSummary() {
 	rows := a.summary()
+	a.mu.Lock()
+	dropped := a.departedDropped
+	a.mu.Unlock()
 	a.outMu.Lock()
 	defer a.outMu.Unlock()
 	fmt.Fprintf(a.out, "\nsummary after %.1fs:\n", time.Since(a.start).Seconds())
+	if dropped > 0 {
+		fmt.Fprintf(a.out, "(%d earlier pods that left the node are not shown)\n", dropped)
+	}
 	tw := tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tPHASE\tRESTARTS\tEXIT CODES\tTERMINATION\tNOTE")
 	for _, r := range rows {

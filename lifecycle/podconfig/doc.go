@@ -43,4 +43,13 @@
 //   - A ManifestSource reads only *.yaml, *.yml and *.json files, decodes
 //     them strictly, and applies no API defaulting beyond the termination
 //     grace period.
+//   - A ManifestSource bounds what one file can cost: at most
+//     ManifestOptions.MaxFileSize bytes (1.5 MiB by default), read within
+//     ManifestOptions.ReadTimeout (5 s); named pipes, devices and files of
+//     /proc or /sys are reported, never read. A file of several YAML
+//     documents gives its first, with a ReasonMultipleDocuments warning
+//     (the kubelet drops the others silently).
+//   - Static pods are validated as the kubelet does before admission
+//     (mirror.PrepareStaticPod calls mirror.ValidatePodObject); an invalid
+//     one is reported with ReasonInvalidManifest.
 package podconfig

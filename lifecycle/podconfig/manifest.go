@@ -15,10 +15,8 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/yaml"
 
 	"github.com/podkit/podkit/mirror"
 )
@@ -38,22 +36,44 @@ type ManifestOptions struct {
 	// Interval is how often the directory is read again. Defaults to
 	// DefaultManifestInterval; negative is an error.
 	Interval time.Duration
-	// Clock drives the interval. Defaults to the real clock.
+	// MaxFileSize is the largest manifest file read, in bytes; a larger one
+	// is reported and gives no pod. Defaults to DefaultMaxManifestSize
+	// (1.5 MiB, the API server's object limit); negative is an error.
+	MaxFileSize int64
+	// ReadTimeout bounds the time reading one manifest file may take; a
+	// file whose read takes longer is reported, gives no pod, and is not
+	// read again until that read returns. Defaults to
+	// DefaultManifestReadTimeout; negative is an error.
+	ReadTimeout time.Duration
+	// Clock drives the interval and the read timeout. Defaults to the real
+	// clock.
 	Clock clock.WithTicker
 	// Logger receives the source's logs. Defaults to the zero Logger,
 	// which discards.
 	Logger logr.Logger
 	// Recorder receives a ReasonInvalidManifest Warning event, about the
-	// Node, for each manifest file that cannot be used, once per content.
-	// Defaults to none.
+	// Node, for each manifest file that cannot be used, and a
+	// ReasonMultipleDocuments one for each file holding more than one YAML
+	// document, once per content. Defaults to none.
 	Recorder Recorder
 }
 
 // ManifestSource is a config source that reads static pod manifests from a
 // directory: one pod per file, in YAML or JSON, with apiVersion v1 and kind
 // Pod. Files whose names start with "." are ignored, as are names that do
-// not end in ".yaml", ".yml" or ".json" (editor backups, say) and anything
-// that is not a regular file (subdirectories are not read).
+// not end in ".yaml", ".yml" or ".json" (editor backups, say) and
+// subdirectories. A file of several YAML documents gives the pod of its
+// first, with a warning (log and ReasonMultipleDocuments event).
+//
+// One bad file cannot freeze or crash the node: a file is read only if it
+// is a regular file (checked before it is opened, so a device is never
+// opened, and again once it is: a named pipe, a device or a socket, even
+// behind a symlink, is reported, never read) of at most MaxFileSize bytes
+// (checked from its size, then by reading no more than that), outside
+// /proc and /sys, within ReadTimeout (a read that takes longer is
+// abandoned, and the file is not read again until that read returns; at
+// most 16 such reads may be pending). No lock is held while reading, and
+// Run returns as soon as its context ends, without waiting for a read.
 //
 // Each pod is decoded strictly (an unknown or duplicated field makes the
 // file unusable, so a typo is reported instead of silently ignored) and
@@ -82,8 +102,12 @@ type ManifestSource struct {
 	log      logr.Logger
 	recorder Recorder
 	nodeRef  *v1.ObjectReference
+	reads    *manifestReads
 
-	// mu serializes Scan and guards the fields below.
+	// scanning holds a value while a scan runs: scans run one at a time,
+	// and a caller whose context ends stops waiting for its turn.
+	scanning chan struct{}
+	// mu guards the fields below; it is never held during I/O.
 	mu sync.Mutex
 	// files holds, by file name, what each file last read gave.
 	files map[string]*manifestFile
@@ -98,11 +122,15 @@ type manifestFile struct {
 	pod *v1.Pod
 	// err says why the file gives no pod.
 	err error
+	// documents is how many YAML documents the file holds (only the first
+	// gives the pod).
+	documents int
 }
 
 // NewManifestSource returns a source for the manifests in dir. It reads
 // nothing yet. It returns an error, prefixed "podconfig: ", for an empty
-// dir or node name, an API server source name, or a negative interval.
+// dir or node name, an API server source name, or a negative interval,
+// file size cap or read timeout.
 func NewManifestSource(dir string, opts ManifestOptions) (*ManifestSource, error) {
 	switch {
 	case dir == "":
@@ -113,6 +141,16 @@ func NewManifestSource(dir string, opts ManifestOptions) (*ManifestSource, error
 		return nil, fmt.Errorf("podconfig: ManifestOptions.Source is %q, which would make the manifests API pods", opts.Source)
 	case opts.Interval < 0:
 		return nil, fmt.Errorf("podconfig: ManifestOptions.Interval is %v; want 0 (default) or more", opts.Interval)
+	case opts.MaxFileSize < 0:
+		return nil, fmt.Errorf("podconfig: ManifestOptions.MaxFileSize is %d; want 0 (default) or more", opts.MaxFileSize)
+	case opts.ReadTimeout < 0:
+		return nil, fmt.Errorf("podconfig: ManifestOptions.ReadTimeout is %v; want 0 (default) or more", opts.ReadTimeout)
+	}
+	if opts.MaxFileSize == 0 {
+		opts.MaxFileSize = DefaultMaxManifestSize
+	}
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = DefaultManifestReadTimeout
 	}
 	if opts.Source == "" {
 		opts.Source = mirror.FileSource
@@ -135,6 +173,8 @@ func NewManifestSource(dir string, opts ManifestOptions) (*ManifestSource, error
 		log:      opts.Logger.WithValues("manifestDir", dir),
 		recorder: opts.Recorder,
 		nodeRef:  &v1.ObjectReference{Kind: "Node", Name: opts.NodeName, UID: types.UID(opts.NodeName)},
+		reads:    newManifestReads(opts.MaxFileSize, opts.ReadTimeout, opts.Clock),
+		scanning: make(chan struct{}, 1),
 		files:    map[string]*manifestFile{},
 	}, nil
 }
@@ -147,8 +187,9 @@ func (s *ManifestSource) Source() string { return s.source }
 // ends (it then returns nil). It returns an error when sink fails for a
 // reason other than ctx's end, or for a nil sink. A failure to list the
 // directory is logged and the next interval tried; until a first listing
-// succeeds nothing is sent, so the source is not ready. Call it from a
-// goroutine of its own.
+// succeeds nothing is sent, so the source is not ready. It returns as
+// soon as ctx ends, even in the middle of a read that blocks. Call it from
+// a goroutine of its own.
 func (s *ManifestSource) Run(ctx context.Context, sink PodSink) error {
 	if sink == nil {
 		return errors.New("podconfig: ManifestSource.Run needs a PodSink, got nil")
@@ -156,8 +197,10 @@ func (s *ManifestSource) Run(ctx context.Context, sink PodSink) error {
 	ticker := s.clock.NewTicker(s.interval)
 	defer ticker.Stop()
 	for {
-		pods, changed, err := s.Scan()
+		pods, changed, err := s.scan(ctx)
 		switch {
+		case ctx.Err() != nil:
+			return nil
 		case err != nil:
 			s.log.Error(err, "Reading the manifest directory failed; keeping the last snapshot")
 		case changed:
@@ -186,43 +229,77 @@ func (s *ManifestSource) Run(ctx context.Context, sink PodSink) error {
 // not decoded again, and a broken file is reported only when its content
 // changes. The pods are new copies and the caller's. The error, prefixed
 // "podconfig: ", says the directory could not be listed; nothing is
-// changed then.
+// changed then. Scans run one at a time; each takes at most ReadTimeout
+// per file whose read blocks.
 func (s *ManifestSource) Scan() (pods []*v1.Pod, changed bool, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	return s.scan(context.Background())
+}
 
+// scan is Scan, which gives up (returning ctx's error and changing
+// nothing) when ctx ends.
+func (s *ManifestSource) scan(ctx context.Context) (pods []*v1.Pod, changed bool, err error) {
+	select {
+	case s.scanning <- struct{}{}:
+		defer func() { <-s.scanning }()
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
 	names, err := s.list()
 	if err != nil {
 		return nil, false, err
 	}
-	changed = !s.scanned || len(names) != len(s.files)
+	s.mu.Lock()
+	prevFiles, scanned := s.files, s.scanned
+	s.mu.Unlock()
+
+	changed = !scanned || len(names) != len(prevFiles)
 	next := make(map[string]*manifestFile, len(names))
 	for _, name := range names {
-		f := s.read(name)
-		if prev, ok := s.files[name]; ok && prev.same(f) {
+		f := s.read(ctx, name)
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+		if errors.Is(f.err, errIsDir) {
+			continue
+		}
+		if prev, ok := prevFiles[name]; ok && prev.same(f) {
 			f = prev
 		} else {
 			changed = true
-			if f.err != nil {
-				s.report(name, f.err)
-			} else {
-				s.log.V(4).Info("Read static pod manifest", "file", name, "pod", mirror.PodFullName(f.pod), "podUID", f.pod.UID)
-			}
+			s.reportRead(name, f)
 		}
 		next[name] = f
 		if f.pod != nil {
 			pods = append(pods, f.pod.DeepCopy())
 		}
 	}
-	for name := range s.files {
+	for name := range prevFiles {
 		if _, ok := next[name]; !ok {
 			changed = true
 			s.log.V(4).Info("Static pod manifest removed", "file", name)
 		}
 	}
+	s.mu.Lock()
 	s.files = next
 	s.scanned = true
+	s.mu.Unlock()
 	return pods, changed, nil
+}
+
+// reportRead logs, and records an event for, what reading a new or
+// changed file gave.
+func (s *ManifestSource) reportRead(name string, f *manifestFile) {
+	if f.err != nil {
+		s.report(name, f.err)
+		return
+	}
+	s.log.V(4).Info("Read static pod manifest", "file", name, "pod", mirror.PodFullName(f.pod), "podUID", f.pod.UID)
+	if f.documents > 1 {
+		path := filepath.Join(s.dir, name)
+		s.log.Info("A static pod manifest holds more than one YAML document; only the first is used", "file", path, "documents", f.documents)
+		s.recorder.Eventf(s.nodeRef, v1.EventTypeWarning, ReasonMultipleDocuments,
+			"Static pod manifest %s holds %d YAML documents; only the first (pod %s) is used, the others are ignored", path, f.documents, mirror.PodFullName(f.pod))
+	}
 }
 
 // list returns the names of the manifest files in the directory, sorted.
@@ -246,28 +323,30 @@ func (s *ManifestSource) list() ([]string, error) {
 		default:
 			continue
 		}
-		if !e.Type().IsRegular() {
-			// Follow symlinks (common for managed manifests); skip
-			// directories and devices.
-			info, err := os.Stat(filepath.Join(s.dir, name))
-			if err != nil || !info.Mode().IsRegular() {
-				continue
-			}
+		if e.IsDir() {
+			continue
 		}
+		// Anything else, symlinks (common for managed manifests) included,
+		// is checked as it is read.
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	return names, nil
 }
 
-// read reads and decodes one manifest file.
-func (s *ManifestSource) read(name string) *manifestFile {
-	data, err := os.ReadFile(filepath.Join(s.dir, name))
-	if err != nil {
+// read reads and decodes one manifest file, within the bounds of
+// manifestReads.
+func (s *ManifestSource) read(ctx context.Context, name string) *manifestFile {
+	data, err := s.reads.readFile(ctx, filepath.Join(s.dir, name))
+	switch {
+	case errors.Is(err, errIsDir):
+		return &manifestFile{err: err}
+	case err != nil:
 		return &manifestFile{err: fmt.Errorf("reading it: %w", err)}
 	}
 	f := &manifestFile{data: data}
-	pod, err := decodeManifest(data)
+	pod, documents, err := decodeManifest(data)
+	f.documents = documents
 	if err == nil {
 		err = mirror.PrepareStaticPod(pod, s.nodeName, s.source)
 	}
@@ -293,27 +372,4 @@ func (s *ManifestSource) report(name string, err error) {
 	s.log.Error(err, "Ignoring an unusable static pod manifest until it is fixed", "file", path)
 	s.recorder.Eventf(s.nodeRef, v1.EventTypeWarning, ReasonInvalidManifest,
 		"Static pod manifest %s is ignored until it is fixed: %v", path, err)
-}
-
-// decodeManifest decodes one v1 Pod from YAML or JSON, strictly.
-func decodeManifest(data []byte) (*v1.Pod, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, errors.New("the file is empty")
-	}
-	var tm metav1.TypeMeta
-	if err := yaml.Unmarshal(data, &tm); err != nil {
-		return nil, fmt.Errorf("not valid YAML or JSON: %w", err)
-	}
-	if tm.APIVersion != "v1" || tm.Kind != "Pod" {
-		return nil, fmt.Errorf("apiVersion %q and kind %q; want apiVersion \"v1\" and kind \"Pod\"", tm.APIVersion, tm.Kind)
-	}
-	pod := &v1.Pod{}
-	if err := yaml.UnmarshalStrict(data, pod); err != nil {
-		return nil, fmt.Errorf("not a valid pod: %w", err)
-	}
-	if pod.Spec.TerminationGracePeriodSeconds == nil {
-		grace := int64(v1.DefaultTerminationGracePeriodSeconds)
-		pod.Spec.TerminationGracePeriodSeconds = &grace
-	}
-	return pod, nil
 }

@@ -35,4 +35,7 @@ const (
 	// ReasonInvalidManifest: a manifest file could not be read, parsed or
 	// prepared as a static pod. It contributes no pod until it is fixed.
 	ReasonInvalidManifest = "InvalidManifest"
+	// ReasonMultipleDocuments: a manifest file holds more than one YAML
+	// document. Its first gives the pod; the others are ignored.
+	ReasonMultipleDocuments = "MultipleDocuments"
 )

@@ -41,7 +41,7 @@ func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
 		return
 	}
 	c.proc = pr
-	c.rec.PID, c.rec.PGID, c.rec.StartTicks, c.rec.BootID, c.rec.StartedAt = pr.pid, pr.pgid, pr.startTicks, r.bootID, pr.startedAt
+	c.rec.PID, c.rec.PGID, c.rec.StartTicks, c.rec.BootID, c.rec.StartedAt, c.rec.Cgroup = pr.pid, pr.pgid, pr.startTicks, r.bootID, pr.startedAt, pr.cgroup
 	r.persistLocked(p, c)
 	ev := r.eventLocked(ContainerStarted, p, c.rec.Name)
 	r.mu.Unlock()
@@ -77,6 +77,7 @@ func (r *Runtime) reap(p *podState, c *container, pr *proc, cmd *exec.Cmd) {
 		if err := signalGroup(pr.pgid, syscall.SIGKILL); err != nil {
 			r.log.Error(err, "Cannot kill processes a container left behind", "pod", p.uid, "container", c.rec.Name)
 		}
+		r.killContainerLeftovers(p.uid, c.rec.Name, pr.cgroup)
 	}
 	exit := exitStatus(cmd.Wait(), cmd.ProcessState)
 	pr.reaped = true

@@ -9,7 +9,8 @@
 // recorded, never pulled. Restarts follow the pod's restartPolicy with the
 // kubelet's exponential backoff; init containers run first, in order, each
 // to success. Termination is SIGTERM to each group, the grace period, then
-// SIGKILL; a cancelled context escalates at once.
+// SIGKILL; a cancelled context escalates at once. Every process a pod
+// started is then killed, wherever it went (see Containment).
 //
 // # Usage
 //
@@ -44,6 +45,58 @@
 // (restartPolicy Always) is started again. A UID cleaned up in the same
 // run starts clean when it is synced again. One Runtime at a time may use
 // a state directory.
+//
+// # Containment
+//
+// Every process a pod starts stops with the pod: when the pod terminates
+// (SyncTerminatingPod returns nil only once none is left), when
+// housekeeping kills a pod known only from the state directory
+// (SyncTerminatingRuntimePod), and when a restarted agent finds that a
+// container died while it was down (Open kills what it left). The runtime
+// uses what Linux offers:
+//
+//   - A cgroup v2 per pod, and in it one per container process, where a
+//     writable cgroup v2 hierarchy exists (Options.Cgroups, CgroupParent;
+//     Runtime.Containment says which containment is in use). A process is
+//     started straight into its cgroup (clone3 with CLONE_INTO_CGROUP), so
+//     everything it starts is in it too, whatever its session, process
+//     group or environment; a container's cgroup is killed when its main
+//     process ends, and the pod's (cgroup.kill) when the pod stops.
+//   - Without a cgroup: each container is a process group, killed when its
+//     main process ends, with every process carrying the pod's UID and the
+//     container's name in its environment (EnvPodUID and EnvContainerName,
+//     which children inherit); and every process carrying the pod's UID is
+//     killed when the pod stops. This environment scan reads the whole
+//     process table, once per container exit and once per pod stop.
+//   - Pidfds, so a scanned process is killed only if it is still the one
+//     the scan found, even when its PID is reused in between.
+//
+// What it cannot contain:
+//
+//   - Without a cgroup, a process that both leaves its process group
+//     (setsid, setpgid) and clears or rewrites its environment (env -i, or
+//     by overwriting its own environ memory) is invisible to the runtime
+//     and outlives its pod (and, holding the container's stdout, keeps its
+//     log shim running until the pod stops, when the shim is killed after
+//     Options.KillTimeout).
+//   - With a cgroup, a process privileged enough to write to cgroup.procs
+//     elsewhere (root, as the example agent runs its pods) can move itself
+//     out of its pod's cgroup. Kernels without CLONE_INTO_CGROUP (before
+//     5.7) get each process moved into its cgroup right after it starts, so
+//     what it forks in that instant stays outside; kernels without
+//     cgroup.kill (before 5.14) get each process of the cgroup killed in
+//     turn until it is empty.
+//   - Under any containment: what a pod has another service start on its
+//     behalf (systemd-run, at, cron, a D-Bus activation, an ssh to
+//     localhost) belongs to that service, not to the pod.
+//
+// The agent does not become a child subreaper (PR_SET_CHILD_SUBREAPER): it
+// would make the agent the parent of every orphan of its containers, each
+// to be reaped by a wait that would race the os/exec waits of the rest of
+// the process, without telling which pod an orphan came from; the cgroup
+// does that job. An agent run as PID 1 (in a container) should still run
+// under an init that reaps orphans (tini), since it does not reap the
+// processes it kills that are not its children.
 //
 // # Logs
 //

@@ -176,6 +176,8 @@ type Process struct {
 	// the container started inherits them unless it cleared its environment.
 	PodUID    string
 	Container string
+	// RuntimeID is the EnvRuntimeID of the runtime that started it.
+	RuntimeID string
 	// StartTicks is the process's start time in clock ticks since boot.
 	StartTicks uint64
 	// Leader is true for the process that leads its group: the container's
@@ -203,7 +205,7 @@ func ScanProcesses(match func(podUID string) bool) ([]Process, error) {
 		if err != nil || !bytes.Contains(env, []byte(EnvPodUID+"=")) {
 			continue
 		}
-		var uid, name string
+		var uid, name, runtimeID string
 		for _, kv := range bytes.Split(env, []byte{0}) {
 			k, v, _ := strings.Cut(string(kv), "=")
 			switch k {
@@ -211,6 +213,8 @@ func ScanProcesses(match func(podUID string) bool) ([]Process, error) {
 				uid = v
 			case EnvContainerName:
 				name = v
+			case EnvRuntimeID:
+				runtimeID = v
 			}
 		}
 		if uid == "" || (match != nil && !match(uid)) {
@@ -220,7 +224,7 @@ func ScanProcesses(match func(podUID string) bool) ([]Process, error) {
 		if err != nil || s.zombie() {
 			continue
 		}
-		out = append(out, Process{PID: pid, PGID: s.pgrp, PodUID: uid, Container: name, StartTicks: s.startTicks, Leader: s.pgrp == pid})
+		out = append(out, Process{PID: pid, PGID: s.pgrp, PodUID: uid, Container: name, RuntimeID: runtimeID, StartTicks: s.startTicks, Leader: s.pgrp == pid})
 	}
 	return out, nil
 }

@@ -34,6 +34,8 @@ type Process struct {
 	// PodUID and Container come from the process's environment.
 	PodUID    string
 	Container string
+	// RuntimeID is the EnvRuntimeID of the runtime that started it.
+	RuntimeID string
 	// StartTicks is the process's start time in clock ticks since boot.
 	StartTicks uint64
 	// Leader is true for the container's main process.

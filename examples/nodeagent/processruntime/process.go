@@ -46,7 +46,7 @@ func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container, ins
 		Stderr:      stderr,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	err = cmd.Start()
+	cgroup, err := r.startContained(cmd, p.uid, spec.Name)
 	// The container holds the pipes now (or nothing does, and the shim
 	// ends at once).
 	stdout.Close()
@@ -61,14 +61,14 @@ func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container, ins
 	if err != nil {
 		r.log.Error(err, "Cannot read a new process's start time; it will not be recognised after an agent restart", "pid", pid)
 	}
-	pr := &proc{pid: pid, pgid: pid, startTicks: st.startTicks, startedAt: r.clock.Now(), shim: shim, done: make(chan struct{})}
+	pr := &proc{pid: pid, pgid: pid, startTicks: st.startTicks, cgroup: cgroup, startedAt: r.clock.Now(), shim: shim, done: make(chan struct{})}
 	pr.id = containerID(pid, pr.startTicks)
 	return pr, cmd, nil
 }
 
 // environment builds a container's environment, in the order the later
 // entry wins: PATH, HOSTNAME, HOME, the container's env, the PODKIT_*
-// variables. It also returns the PATH commands are looked up in.
+// variables (EnvPodUID and the others). It also returns the PATH commands are looked up in.
 func (r *Runtime) environment(pod *v1.Pod, spec *v1.Container) (env []string, path string) {
 	path = r.path
 	env = []string{"HOSTNAME=" + pod.Name, "HOME=/"}
@@ -88,6 +88,7 @@ func (r *Runtime) environment(pod *v1.Pod, spec *v1.Container) (env []string, pa
 		EnvPodName+"="+pod.Name,
 		EnvPodNamespace+"="+pod.Namespace,
 		EnvContainerName+"="+spec.Name,
+		EnvRuntimeID+"="+r.id,
 	)
 	return env, path
 }

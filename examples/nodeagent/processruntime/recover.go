@@ -36,14 +36,16 @@ func (r *Runtime) recoverState() {
 				for _, sp := range scanned {
 					if sp.Leader && sp.PodUID == string(p.uid) && sp.Container == rec.Name {
 						c.rec.PID, c.rec.PGID, c.rec.StartTicks, c.rec.BootID, c.rec.StartedAt = sp.PID, sp.PGID, sp.StartTicks, r.bootID, now
+						c.rec.Cgroup = r.cgroupOfProcess(sp.PID)
 					}
 				}
 			}
 			if c.rec.PID == 0 {
+				r.killContainerCgroup(p.uid, rec.Name, rec.Cgroup)
 				continue
 			}
 			if c.rec.BootID == r.bootID && sameProcess(c.rec.PID, c.rec.StartTicks) {
-				pr := &proc{pid: c.rec.PID, pgid: c.rec.PGID, startTicks: c.rec.StartTicks, startedAt: c.rec.StartedAt, adopted: true, done: make(chan struct{})}
+				pr := &proc{pid: c.rec.PID, pgid: c.rec.PGID, startTicks: c.rec.StartTicks, cgroup: c.rec.Cgroup, startedAt: c.rec.StartedAt, adopted: true, done: make(chan struct{})}
 				// Its log shim, started by the previous run, still drains it.
 				pr.shim = &logShim{dir: containerLogDir(p.dir, rec.Name), instance: c.rec.Restarts}
 				pr.id = containerID(pr.pid, pr.startTicks)
@@ -53,9 +55,20 @@ func (r *Runtime) recoverState() {
 				go r.watchAdopted(p, c, pr)
 				continue
 			}
-			// The process is gone: its exit code is lost.
+			// The process is gone: its exit code is lost. What it left
+			// behind is killed: its group, its cgroup, and what carries its
+			// pod and container in its environment.
 			if c.rec.BootID == r.bootID {
 				r.killLeftovers(c.rec.PGID, c.rec.StartTicks)
+			}
+			r.killContainerCgroup(p.uid, rec.Name, rec.Cgroup)
+			if err := scanOnce(); err != nil {
+				r.log.Error(err, "Cannot scan for what a dead container left behind", "pod", p.uid, "container", rec.Name)
+			}
+			for _, sp := range scanned {
+				if sp.PodUID == string(p.uid) && sp.Container == rec.Name && killIfSame(sp.PID, sp.StartTicks) {
+					r.log.Info("Killed a process a dead container left behind", "pod", p.uid, "container", rec.Name, "pid", sp.PID)
+				}
 			}
 			c.rec.LastExit = c.rec.Exit
 			c.rec.Exit = &ExitStatus{Code: 137, Reason: ReasonStatusUnknown, Message: "the process ended while the agent was not running", StartedAt: c.rec.StartedAt, FinishedAt: now, ID: containerID(c.rec.PID, c.rec.StartTicks)}
@@ -72,6 +85,7 @@ func (r *Runtime) recoverState() {
 			p.cleanedUp, p.stopped, p.earlier = true, true, true
 		}
 	}
+	r.killUnrecordedCgroups()
 }
 
 // killLeftovers SIGKILLs what remains of the group led by the process
@@ -106,6 +120,7 @@ func (r *Runtime) watchAdopted(p *podState, c *container, pr *proc) {
 	}
 	pr.mu.Lock()
 	r.killLeftovers(pr.pgid, pr.startTicks)
+	r.killContainerLeftovers(p.uid, c.rec.Name, pr.cgroup)
 	pr.reaped = true
 	pr.mu.Unlock()
 	r.awaitLogShim(pr.shim)

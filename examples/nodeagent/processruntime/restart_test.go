@@ -31,11 +31,28 @@ import (
 const (
 	envHelperStateDir = "PROCESSRUNTIME_TEST_AGENT_STATE"
 	envHelperUID      = "PROCESSRUNTIME_TEST_AGENT_UID"
+	// envHelperPod names the pod it runs: "survivor" (restartPod) or
+	// "escaper" (escaperPod).
+	envHelperPod = "PROCESSRUNTIME_TEST_AGENT_POD"
+	// envHelperCgroups is its Options.Cgroups: "off" or "required".
+	envHelperCgroups = "PROCESSRUNTIME_TEST_AGENT_CGROUPS"
 )
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(envHelperStateDir); dir != "" {
-		os.Exit(previousAgent(dir, types.UID(os.Getenv(envHelperUID))))
+		uid := types.UID(os.Getenv(envHelperUID))
+		pod := restartPod(uid)
+		switch {
+		case os.Getenv(envHelperPod) == "escaper":
+			pod = escaperPod(uid)
+		case os.Getenv(envHelperLogging) != "":
+			pod = loggingPod(uid)
+		}
+		mode := processruntime.CgroupsOff
+		if os.Getenv(envHelperCgroups) == "required" {
+			mode = processruntime.CgroupsRequired
+		}
+		os.Exit(previousAgent(processruntime.Options{StateDir: dir, Cgroups: mode}, pod))
 	}
 	os.Exit(m.Run())
 }
@@ -55,20 +72,16 @@ func restartPod(uid types.UID) *v1.Pod {
 	}
 }
 
-// previousAgent starts restartPod's containers (loggingPod's with
-// envHelperLogging set), says "ready" and waits to be killed, as an agent
-// that crashes would.
-func previousAgent(dir string, uid types.UID) int {
-	pod := restartPod(uid)
-	if os.Getenv(envHelperLogging) != "" {
-		pod = loggingPod(uid)
-	}
+// previousAgent starts pod's containers, says "ready" and waits to be
+// killed, as an agent that crashes would.
+func previousAgent(opts processruntime.Options, pod *v1.Pod) int {
 	started := make(chan struct{}, len(pod.Spec.Containers))
-	rt, err := processruntime.Open(processruntime.Options{StateDir: dir, OnEvent: func(ev processruntime.Event) {
+	opts.OnEvent = func(ev processruntime.Event) {
 		if ev.Type == processruntime.ContainerStarted {
 			started <- struct{}{}
 		}
-	}})
+	}
+	rt, err := processruntime.Open(opts)
 	if err != nil {
 		fmt.Println(err)
 		return 1
@@ -96,6 +109,20 @@ func crashAgent(t *testing.T, dir string, uid types.UID) []processruntime.Proces
 // agent, expecting its pod to have n containers.
 func crashAgentWith(t *testing.T, dir string, uid types.UID, env []string, n int) []processruntime.Process {
 	t.Helper()
+	startPreviousAgent(t, dir, uid, env)
+	found := leaders(t, uid, -1)
+	if len(found) != n {
+		t.Fatalf("after the previous agent was killed, %d main processes of pod %s run instead of %d: %+v\n%s", len(found), uid, n, found, diagnose(dir, uid))
+	}
+	return found
+}
+
+// startPreviousAgent runs a previous agent on dir in a subprocess, with
+// env added to its environment (envHelperPod, envHelperCgroups,
+// envHelperLogging), waits until its pod's containers have started, and
+// SIGKILLs it, leaving its processes orphaned.
+func startPreviousAgent(t *testing.T, dir string, uid types.UID, env []string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), envHelperStateDir+"="+dir, envHelperUID+"="+string(uid)), env...)
 	out, err := cmd.StdoutPipe()
@@ -121,11 +148,6 @@ func crashAgentWith(t *testing.T, dir string, uid types.UID, env []string, n int
 	}
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
-	found := leaders(t, uid, -1)
-	if len(found) != n {
-		t.Fatalf("after the previous agent was killed, %d main processes of pod %s run instead of %d: %+v\n%s", len(found), uid, n, found, diagnose(dir, uid))
-	}
-	return found
 }
 
 // diagnose describes what the state directory recorded for uid's

@@ -27,6 +27,9 @@ const (
 	EnvPodName       = "PODKIT_POD_NAME"
 	EnvPodNamespace  = "PODKIT_POD_NAMESPACE"
 	EnvContainerName = "PODKIT_CONTAINER_NAME"
+	// EnvRuntimeID names the runtime (its state directory) that started
+	// the process; see Runtime.Processes.
+	EnvRuntimeID = "PODKIT_RUNTIME_ID"
 )
 
 // DefaultPath is the PATH commands are looked up in when neither the
@@ -70,6 +73,15 @@ type Options struct {
 	// previous run and for processes a container left behind. Defaults to
 	// 50 milliseconds.
 	PollInterval time.Duration
+	// Cgroups says whether each pod gets a cgroup v2 of its own (see
+	// Containment). Defaults to CgroupsAuto: when one can be created.
+	Cgroups CgroupMode
+	// CgroupParent is the cgroup v2 directory (a path under the cgroup2
+	// mount, e.g. /sys/fs/cgroup/podkit.slice) the runtime creates its
+	// pods' cgroups under. Defaults to the agent's own cgroup. When set,
+	// a directory the runtime cannot use is an error, whatever Cgroups
+	// says (but CgroupsOff).
+	CgroupParent string
 	// Clock is the source of all time and timers (restart backoff, grace
 	// periods, polling). Defaults to the real clock.
 	Clock clock.WithTicker
@@ -117,7 +129,9 @@ type Options struct {
 // Methods are safe for concurrent use. The hooks of one pod UID must not
 // run concurrently (the engine guarantees it).
 type Runtime struct {
-	podsDir     string
+	podsDir string
+	// id is the EnvRuntimeID of the processes it starts.
+	id          string
 	path        string
 	bootID      string
 	backOff     time.Duration
@@ -128,8 +142,12 @@ type Runtime struct {
 	log         logr.Logger
 	onEvent     func(Event)
 	lock        *os.File
-	logMaxSize  int64
-	logMaxFiles int
+	// cgroups is the pods' cgroup tree; nil when processes are contained
+	// by process group and environment only, for noCgroupReason.
+	cgroups        *cgroupTree
+	noCgroupReason string
+	logMaxSize     int64
+	logMaxFiles    int
 
 	// closing is closed by Close; watchers of adopted processes then stop.
 	closing   chan struct{}
@@ -193,9 +211,12 @@ type container struct {
 type proc struct {
 	pid, pgid  int
 	startTicks uint64
-	startedAt  time.Time
-	id         string
-	adopted    bool
+	// cgroup is the cgroup the process was started in; empty without
+	// cgroups.
+	cgroup    string
+	startedAt time.Time
+	id        string
+	adopted   bool
 	// shim is the log shim of the process's container instance.
 	shim *logShim
 	// done is closed once the process has ended and its exit is recorded.
@@ -280,6 +301,7 @@ func Open(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("processruntime: state directory %q: %w", opts.StateDir, err)
 	}
 	r.podsDir = filepath.Join(abs, "pods")
+	r.id = runtimeID(abs)
 	if err := os.MkdirAll(r.podsDir, 0o700); err != nil {
 		return nil, fmt.Errorf("processruntime: creating the state directory: %w", err)
 	}
@@ -289,6 +311,10 @@ func Open(opts Options) (*Runtime, error) {
 	if r.bootID, err = bootID(); err != nil {
 		r.lock.Close()
 		return nil, fmt.Errorf("processruntime: %w", err)
+	}
+	if err := r.openContainment(abs, opts.Cgroups, opts.CgroupParent); err != nil {
+		r.lock.Close()
+		return nil, err
 	}
 	r.recoverState()
 	return r, nil
@@ -310,15 +336,19 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// Close stops the goroutines that watch adopted processes and releases the
-// state directory. Processes keep running: a later Runtime on the same
-// directory adopts them. Hooks called after Close return ErrClosed, and a
-// ReadLogs that follows a log ends. The goroutines that wait for each
-// started process and log shim end when they do. Close is idempotent.
+// Close stops the goroutines that watch adopted processes, removes the
+// cgroups that hold no process and releases the state directory.
+// Processes keep running: a later Runtime on the same directory adopts
+// them. Hooks called after Close return ErrClosed, and a ReadLogs that
+// follows a log ends. The goroutines that wait for each started process
+// and log shim end when they do. Close is idempotent.
 func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.closing)
 		r.watchers.Wait()
+		if r.cgroups != nil {
+			r.cgroups.removeEmpty()
+		}
 		// Unlock before closing: a child being forked at this moment holds
 		// a copy of the descriptor until it execs, and the lock would
 		// outlive Close until then, failing an Open that follows at once.

@@ -58,12 +58,16 @@ type containerRecord struct {
 	Starting bool `json:"starting,omitempty"`
 	// PID, PGID and StartTicks name the running process (PID 0: none).
 	// BootID is the boot StartTicks counts from.
-	PID        int       `json:"pid,omitempty"`
-	PGID       int       `json:"pgid,omitempty"`
-	StartTicks uint64    `json:"startTicks,omitempty"`
-	BootID     string    `json:"bootID,omitempty"`
-	StartedAt  time.Time `json:"startedAt,omitzero"`
-	Restarts   int       `json:"restarts,omitempty"`
+	PID        int    `json:"pid,omitempty"`
+	PGID       int    `json:"pgid,omitempty"`
+	StartTicks uint64 `json:"startTicks,omitempty"`
+	BootID     string `json:"bootID,omitempty"`
+	// Cgroup is the cgroup the latest process was started in (empty
+	// without cgroups), so that what it left there can be killed after an
+	// agent restart.
+	Cgroup    string    `json:"cgroup,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	Restarts  int       `json:"restarts,omitempty"`
 	// Exit and LastExit are the latest exit and the one before it.
 	Exit     *ExitStatus `json:"exit,omitempty"`
 	LastExit *ExitStatus `json:"lastExit,omitempty"`

@@ -46,6 +46,11 @@ func (r *Runtime) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ PodStat
 	if err := r.stop(ctx, procs, time.Duration(max(gracePeriod, 1))*time.Second); err != nil {
 		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)
 	}
+	if err := r.sweepPod(ctx, pod.UID, false); err != nil {
+		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)
+	}
+	// Nothing of the pod holds its containers' output now: their log shims
+	// read to the end and end.
 	if err := r.stopLogShims(p.dir); err != nil {
 		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)
 	}
@@ -179,7 +184,7 @@ func (r *Runtime) SyncTerminatingRuntimePod(ctx context.Context, rp podworker.Ru
 	if err := r.stop(ctx, procs, time.Second); err != nil {
 		return fmt.Errorf("processruntime: stopping runtime pod %s (%s): %w", name, rp.UID, err)
 	}
-	if err := r.killStrays(ctx, rp.UID); err != nil {
+	if err := r.sweepPod(ctx, rp.UID, true); err != nil {
 		return fmt.Errorf("processruntime: stopping runtime pod %s (%s): %w", name, rp.UID, err)
 	}
 	if err := r.stopLogShims(r.PodDir(rp.UID)); err != nil {
@@ -202,41 +207,6 @@ func (r *Runtime) SyncTerminatingRuntimePod(ctx context.Context, rp podworker.Ru
 	return nil
 }
 
-// killStrays kills the processes that carry uid in their environment but
-// that the runtime has no record of, and waits until they are gone.
-func (r *Runtime) killStrays(ctx context.Context, uid types.UID) error {
-	found, err := ScanProcesses(func(u string) bool { return u == string(uid) })
-	if err != nil || len(found) == 0 {
-		return err
-	}
-	r.log.Info("Killing untracked processes of a runtime pod", "pod", uid, "count", len(found))
-	t := r.clock.NewTicker(r.poll)
-	defer t.Stop()
-	deadline := r.clock.NewTimer(r.killTimeout)
-	defer deadline.Stop()
-	for {
-		alive := 0
-		for _, sp := range found {
-			// Checked just before the kill: a PID whose start time changed
-			// belongs to another process now.
-			if sameProcess(sp.PID, sp.StartTicks) {
-				alive++
-				_ = syscall.Kill(sp.PID, syscall.SIGKILL)
-			}
-		}
-		if alive == 0 {
-			return nil
-		}
-		select {
-		case <-t.C():
-		case <-deadline.C():
-			return fmt.Errorf("%d untracked processes still run %v after SIGKILL", alive, r.killTimeout)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
 // remove forgets a pod with nothing running and deletes its directory.
 func (r *Runtime) remove(uid types.UID, name string) error {
 	r.mu.Lock()
@@ -246,6 +216,9 @@ func (r *Runtime) remove(uid types.UID, name string) error {
 			return err
 		}
 		delete(r.pods, uid)
+	}
+	if err := r.removePodCgroup(uid); err != nil {
+		return fmt.Errorf("processruntime: removing pod %s: %w", name, err)
 	}
 	if err := os.RemoveAll(r.PodDir(uid)); err != nil {
 		return fmt.Errorf("processruntime: removing the directory of pod %s: %w", name, err)

@@ -45,6 +45,9 @@ func (r *Runtime) SyncTerminatedPod(_ context.Context, pod *v1.Pod, _ PodStatus)
 	if err := p.requireStoppedLocked(podName(pod)); err != nil {
 		return err
 	}
+	if err := r.removePodCgroup(pod.UID); err != nil {
+		return fmt.Errorf("processruntime: cleaning up pod %s: %w", podName(pod), err)
+	}
 	if err := os.RemoveAll(filepath.Join(p.dir, scratchDir)); err != nil {
 		return fmt.Errorf("processruntime: removing the scratch directory of pod %s: %w", podName(pod), err)
 	}

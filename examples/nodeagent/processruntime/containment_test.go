@@ -1,0 +1,254 @@
+package processruntime_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+	"github.com/podkit/podkit/podworker"
+)
+
+// escapeScript starts a child that leaves the container's process group
+// and session (setsid) and writes its PID to escaped.pid in the pod's
+// scratch directory; the container's main process then runs on.
+const escapeScript = `setsid sleep 300 & echo $! > escaped.pid; exec sleep 300`
+
+// escaperPod is a pod whose container starts a child with setsid.
+func escaperPod(uid types.UID) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "escaper", Namespace: "test", UID: uid},
+		Spec: v1.PodSpec{
+			RestartPolicy: v1.RestartPolicyAlways,
+			Containers:    []v1.Container{{Name: "main", Command: []string{"sh", "-c", escapeScript}}},
+		},
+	}
+}
+
+// eachContainment runs test once with a cgroup per pod (skipped, saying
+// why, where no writable cgroup v2 hierarchy exists) and once with process
+// groups and the environment scan only.
+func eachContainment(t *testing.T, test func(t *testing.T, mode processruntime.CgroupMode)) {
+	t.Run("cgroup", func(t *testing.T) {
+		t.Parallel()
+		requireCgroups(t)
+		test(t, processruntime.CgroupsRequired)
+	})
+	t.Run("environment", func(t *testing.T) {
+		t.Parallel()
+		test(t, processruntime.CgroupsOff)
+	})
+}
+
+// requireCgroups skips the test where the runtime cannot have cgroups.
+func requireCgroups(t *testing.T) {
+	t.Helper()
+	rt, err := processruntime.Open(processruntime.Options{StateDir: t.TempDir(), Cgroups: processruntime.CgroupsRequired})
+	if err != nil {
+		t.Skipf("no writable cgroup v2 hierarchy here, so cgroup containment cannot be tested: %v", err)
+	}
+	require.NoError(t, rt.Close())
+}
+
+// escapedPID waits for the PID a container wrote to file in the pod's
+// scratch directory, and returns it with the process's start time.
+func escapedPID(t *testing.T, rt *processruntime.Runtime, uid types.UID, file string) (int, string) {
+	t.Helper()
+	return escapedPIDAt(t, filepath.Join(rt.PodDir(uid), "scratch", file))
+}
+
+// escapedPIDAt waits for the PID written to path, and returns it with the
+// process's start time. The process is killed when the test ends.
+func escapedPIDAt(t *testing.T, path string) (int, string) {
+	t.Helper()
+	var pid int
+	var start string
+	eventually(t, 10*time.Second, "the escaped child's PID", func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return false
+		}
+		start = startTime(pid)
+		return start != ""
+	})
+	t.Cleanup(func() {
+		if alive(pid, start) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return pid, start
+}
+
+// killOnCleanup kills the pod at once when the test ends, so a test that
+// fails halfway leaves no process behind (Close leaves them running).
+func killOnCleanup(t *testing.T, rt *processruntime.Runtime, pod *v1.Pod) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = rt.SyncTerminatingPod(ctx, pod, processruntime.PodStatus{}, 1, nil)
+	})
+}
+
+// startTime returns the start time field of /proc/PID/stat, "" when no
+// such live process exists.
+func startTime(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	end := strings.LastIndexByte(string(b), ')')
+	fields := strings.Fields(string(b[end+1:]))
+	if len(fields) < 20 || fields[0] == "Z" || fields[0] == "X" {
+		return ""
+	}
+	return fields[19]
+}
+
+// alive reports whether the process that started at start still runs.
+func alive(pid int, start string) bool { return start != "" && startTime(pid) == start }
+
+func TestAProcessThatLeftItsSessionStopsWithItsPod(t *testing.T) {
+	t.Parallel()
+	eachContainment(t, func(t *testing.T, mode processruntime.CgroupMode) {
+		rt := openRuntime(t, processruntime.Options{Cgroups: mode})
+		pod := escaperPod(types.UID(fmt.Sprintf("escaper-%d", time.Now().UnixNano())))
+		_, err := syncPod(rt, pod)
+		require.NoError(t, err)
+		killOnCleanup(t, rt, pod)
+		pid, start := escapedPID(t, rt, pod.UID, "escaped.pid")
+		// setsid(1) leaves the group just after it starts.
+		eventually(t, 5*time.Second, "the child left the container's process group", func() bool {
+			for _, p := range processes(t, pod.UID) {
+				if p.PID == pid {
+					return p.Leader
+				}
+			}
+			return false
+		})
+
+		require.NoError(t, rt.SyncTerminatingPod(context.Background(), pod, processruntime.PodStatus{}, 1, nil))
+		assert.False(t, alive(pid, start), "the child that left its container's session outlived its pod")
+		assert.Empty(t, processes(t, pod.UID))
+		require.NoError(t, rt.SyncTerminatedPod(context.Background(), pod, processruntime.PodStatus{}))
+		if c := rt.Containment(); c.Cgroup != "" {
+			assert.NoDirExists(t, filepath.Join(c.Cgroup, "pod-"+string(pod.UID)), "the pod's cgroup is removed with it")
+		}
+	})
+}
+
+// Only a cgroup holds a process that both left its session and cleared
+// its environment: the environment scan cannot know it (see the package
+// doc).
+func TestACgroupHoldsAProcessThatClearedItsEnvironment(t *testing.T) {
+	t.Parallel()
+	requireCgroups(t)
+	rt := openRuntime(t, processruntime.Options{Cgroups: processruntime.CgroupsRequired})
+	pod := newPod(v1.RestartPolicyAlways, "main", `env -i setsid sleep 300 & echo $! > hidden.pid; exec sleep 300`)
+	_, err := syncPod(rt, pod)
+	require.NoError(t, err)
+	killOnCleanup(t, rt, pod)
+	pid, start := escapedPID(t, rt, pod.UID, "hidden.pid")
+
+	require.NoError(t, rt.SyncTerminatingPod(context.Background(), pod, processruntime.PodStatus{}, 1, nil))
+	assert.False(t, alive(pid, start), "a process with a cleared environment escaped the pod's cgroup")
+	require.NoError(t, rt.SyncTerminatedPod(context.Background(), pod, processruntime.PodStatus{}))
+}
+
+// With a cgroup per container, what a container's main process leaves
+// behind dies with it even outside its process group, as in a container
+// runtime.
+func TestACgroupKillsWhatAnExitedContainerLeftOutsideItsGroup(t *testing.T) {
+	t.Parallel()
+	requireCgroups(t)
+	ev := newEvents()
+	rt := openRuntime(t, processruntime.Options{Cgroups: processruntime.CgroupsRequired, OnEvent: ev.add})
+	pod := newPod(v1.RestartPolicyNever, "parent", `setsid sleep 300 & echo $! > escaped.pid; sleep 0.2`)
+	_, err := syncPod(rt, pod)
+	require.NoError(t, err)
+	killOnCleanup(t, rt, pod)
+	pid, start := escapedPID(t, rt, pod.UID, "escaped.pid")
+	ev.wait(t, "exit", exitedEvent(pod.UID, "parent", 1))
+	eventually(t, 5*time.Second, "the child that left its session is gone", func() bool { return !alive(pid, start) })
+	terminate(t, rt, pod, 1)
+}
+
+// A restarted agent kills what a container that died while it was down
+// left behind, even outside the container's process group.
+func TestARestartedAgentKillsWhatADeadContainerLeftBehind(t *testing.T) {
+	t.Parallel()
+	eachContainment(t, func(t *testing.T, mode processruntime.CgroupMode) {
+		dir := t.TempDir()
+		uid := types.UID(fmt.Sprintf("escaper-%d", time.Now().UnixNano()))
+		startPreviousAgent(t, dir, uid, []string{envHelperPod + "=escaper", envHelperCgroups + "=" + mode.String()})
+		pid, start := escapedPIDAt(t, filepath.Join(dir, "pods", string(uid), "scratch", "escaped.pid"))
+		// setsid(1) leaves the group just after it starts.
+		var main []processruntime.Process
+		eventually(t, 5*time.Second, "the child to lead its own group", func() bool {
+			main = nil
+			for _, p := range leaders(t, uid, -1) {
+				if p.PID != pid {
+					main = append(main, p)
+				}
+			}
+			return len(main) == 1 && len(leaders(t, uid, -1)) == 2
+		})
+		// The container's main process dies while no agent runs.
+		mainStart := startTime(main[0].PID)
+		require.NoError(t, syscall.Kill(main[0].PID, syscall.SIGKILL))
+		eventually(t, 5*time.Second, "the main process is gone", func() bool { return !alive(main[0].PID, mainStart) })
+		require.True(t, alive(pid, start), "the escaped child outlived the main process")
+
+		rt := openRuntime(t, processruntime.Options{StateDir: dir, Cgroups: mode})
+		eventually(t, 5*time.Second, "the escaped child is killed", func() bool { return len(processes(t, uid)) == 0 })
+		c, _ := status(t, rt, uid).Container("main")
+		assert.Equal(t, processruntime.ContainerStateExited, c.State)
+	})
+}
+
+// A pod known only from the state directory is killed whole: with a
+// cgroup, even a process that left its session and cleared its
+// environment.
+func TestARuntimePodIsKilledWhole(t *testing.T) {
+	t.Parallel()
+	requireCgroups(t)
+	dir := t.TempDir()
+	uid := types.UID(fmt.Sprintf("runtime-only-%d", time.Now().UnixNano()))
+	startPreviousAgent(t, dir, uid, []string{envHelperPod + "=escaper", envHelperCgroups + "=required"})
+	rt := openRuntime(t, processruntime.Options{StateDir: dir, Cgroups: processruntime.CgroupsRequired})
+	pid, start := escapedPID(t, rt, uid, "escaped.pid")
+	require.True(t, status(t, rt, uid).Running(), "the orphans were adopted")
+
+	require.NoError(t, rt.SyncTerminatingRuntimePod(context.Background(), podworker.RuntimePod{UID: uid, Namespace: "test", Name: "escaper"}))
+	assert.False(t, alive(pid, start))
+	assert.Empty(t, processes(t, uid))
+	assert.NoDirExists(t, filepath.Join(rt.Containment().Cgroup, "pod-"+string(uid)))
+}
+
+func TestContainment(t *testing.T) {
+	t.Parallel()
+	off := openRuntime(t, processruntime.Options{Cgroups: processruntime.CgroupsOff})
+	assert.Equal(t, processruntime.Containment{Fallback: "cgroups are turned off"}, off.Containment())
+	assert.Equal(t, "process groups and the environment scan (cgroups are turned off)", off.Containment().String())
+
+	_, err := processruntime.Open(processruntime.Options{StateDir: t.TempDir(), CgroupParent: t.TempDir()})
+	require.Error(t, err, "a cgroup parent that is no cgroup is an error")
+	assert.Contains(t, err.Error(), "is not in a cgroup v2 hierarchy")
+	_, err = processruntime.Open(processruntime.Options{StateDir: t.TempDir(), Cgroups: processruntime.CgroupMode(9)})
+	assert.ErrorContains(t, err, "unknown Options.Cgroups CgroupMode(9)")
+}
