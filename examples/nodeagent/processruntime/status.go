@@ -398,24 +398,34 @@ func conditions(pod *v1.Pod, st v1.PodStatus, s PodStatus, now time.Time) []v1.P
 	ready.Type = v1.PodReady
 	ready.LastTransitionTime = cond(v1.PodReady, ready.Status == v1.ConditionTrue, "", "").LastTransitionTime
 	if ready.Status == v1.ConditionTrue && !terminal {
-		var gates []string
-		for _, g := range pod.Spec.ReadinessGates {
-			ok := false
-			for _, c := range pod.Status.Conditions {
-				if c.Type == g.ConditionType && c.Status == v1.ConditionTrue {
-					ok = true
-				}
-			}
-			if !ok {
-				gates = append(gates, string(g.ConditionType))
-			}
-		}
-		if len(gates) > 0 {
-			ready = cond(v1.PodReady, false, "ReadinessGatesNotReady", "readiness gates not ready: "+strings.Join(gates, ", "))
+		if msgs := unreadyGates(pod); len(msgs) > 0 {
+			ready = cond(v1.PodReady, false, "ReadinessGatesNotReady", strings.Join(msgs, ", "))
 		}
 	}
 	scheduled := cond(v1.PodScheduled, true, "", "")
 	return []v1.PodCondition{sandbox, initialized, ready, containersReady, scheduled}
+}
+
+// unreadyGates says, in the kubelet's words, which readiness gates of pod
+// hold it back: a gate whose condition is missing from pod.Status, or is
+// not True.
+func unreadyGates(pod *v1.Pod) []string {
+	var msgs []string
+	for _, g := range pod.Spec.ReadinessGates {
+		var found *v1.PodCondition
+		for i := range pod.Status.Conditions {
+			if pod.Status.Conditions[i].Type == g.ConditionType {
+				found = &pod.Status.Conditions[i]
+			}
+		}
+		switch {
+		case found == nil:
+			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
+		case found.Status != v1.ConditionTrue:
+			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(g.ConditionType), found.Status))
+		}
+	}
+	return msgs
 }
 
 // shouldRestart applies the pod's restart policy to an exit. Init
