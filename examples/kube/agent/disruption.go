@@ -11,6 +11,7 @@ import (
 
 	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/admission"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -114,17 +115,17 @@ func (a *Agent) EvictPod(ctx context.Context, uid types.UID, message string, gra
 // OutOfcpu or OutOfmemory, and a pod beyond the allocatable pod count with
 // OutOfpods. A registered Node without allocatable resources is judged by
 // NodeObject's.
-func resourceAdmission(node *v1.Node) []lifecycle.PodAdmitHandler {
+func resourceAdmission(node *v1.Node) []admission.Handler {
 	allocatable := node.Status.Allocatable.DeepCopy()
 	if len(allocatable) == 0 {
 		allocatable = NodeObject(node.Name).Status.Allocatable
 	}
-	var out []lifecycle.PodAdmitHandler
-	if fit, err := lifecycle.NewResourceFitHandler(func() v1.ResourceList { return allocatable }); err == nil {
+	var out []admission.Handler
+	if fit, err := admission.NewResourceFitHandler(func() v1.ResourceList { return allocatable }); err == nil {
 		out = append(out, fit)
 	}
 	if pods, ok := allocatable[v1.ResourcePods]; ok {
-		if maxPods, err := lifecycle.NewMaxPodsHandler(int(pods.Value())); err == nil {
+		if maxPods, err := admission.NewMaxPodsHandler(int(pods.Value())); err == nil {
 			out = append(out, maxPods)
 		}
 	}
