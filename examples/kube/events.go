@@ -44,6 +44,9 @@ type EventRecorderOptions struct {
 	// SinkRetryDelay is the wait between two attempts. Defaults to 10
 	// seconds, as client-go.
 	SinkRetryDelay time.Duration
+	// SinkTimeout bounds each attempt, so an API server that never answers
+	// costs an attempt, not the queue. Defaults to 30 seconds.
+	SinkTimeout time.Duration
 	// Logger receives events given up, at level 0, and events recorded, at
 	// V(4). Defaults to the zero Logger, which discards.
 	Logger logr.Logger
@@ -90,8 +93,11 @@ func NewEventRecorder(events corev1client.EventsGetter, nodeName string, opts Ev
 		return nil, errors.New("kube: NewEventRecorder needs an events client")
 	case nodeName == "":
 		return nil, errors.New("kube: NewEventRecorder needs a node name")
-	case opts.SinkAttempts < 0 || opts.SinkRetryDelay < 0:
-		return nil, errors.New("kube: EventRecorderOptions: negative SinkAttempts or SinkRetryDelay")
+	case opts.SinkAttempts < 0 || opts.SinkRetryDelay < 0 || opts.SinkTimeout < 0:
+		return nil, errors.New("kube: EventRecorderOptions: negative SinkAttempts, SinkRetryDelay or SinkTimeout")
+	}
+	if opts.SinkTimeout == 0 {
+		opts.SinkTimeout = 30 * time.Second
 	}
 	if opts.Component == "" {
 		opts.Component = DefaultEventComponent
@@ -196,7 +202,9 @@ func (r *EventRecorder) send(ctx context.Context, correlator *record.EventCorrel
 	}
 	logger := r.opts.Logger.WithValues("object", ev.InvolvedObject.Namespace+"/"+ev.InvolvedObject.Name, "reason", ev.Reason)
 	for attempt := 1; ; attempt++ {
-		stored, err := r.write(ctx, result.Event, result.Patch)
+		attemptCtx, cancel := context.WithTimeout(ctx, r.opts.SinkTimeout)
+		stored, err := r.write(attemptCtx, result.Event, result.Patch)
+		cancel()
 		if err == nil {
 			correlator.UpdateState(stored)
 			logger.V(4).Info("Recorded event", "count", stored.Count)

@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/storage/etcd3/testserver"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
@@ -29,7 +31,7 @@ import (
 // load balancer in front of the API server) and a serving certificate of
 // the cluster's (given to every start), which they trust. The proxy drops
 // every connection when the server stops and refuses new ones until it is
-// back.
+// back, so clients see the server away, not slow.
 type restartableServer struct {
 	storage *storagebackend.Config
 	flags   []string
@@ -121,66 +123,88 @@ func (s *restartableServer) nodeClient(t *testing.T, node string) *kubernetes.Cl
 }
 
 // tcpProxy forwards TCP connections from a fixed local address to a
-// backend that can change or be absent.
+// backend that can change or be absent. While there is no backend it does
+// not listen, so clients are refused at once, as by a host whose API
+// server is down.
 type tcpProxy struct {
-	ln net.Listener
-	wg sync.WaitGroup
+	t    *testing.T
+	port int
+	wg   sync.WaitGroup
 
 	mu      sync.Mutex
+	ln      net.Listener // nil while there is no backend
 	backend string
 	conns   map[net.Conn]struct{}
+	closed  bool
 }
 
 func newTCPProxy(t *testing.T) *tcpProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &tcpProxy{ln: ln, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
+	p := &tcpProxy{t: t, port: ln.Addr().(*net.TCPAddr).Port, conns: map[net.Conn]struct{}{}}
+	require.NoError(t, ln.Close())
 	t.Cleanup(p.close)
 	return p
 }
 
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
+func (p *tcpProxy) addr() string { return fmt.Sprintf("127.0.0.1:%d", p.port) }
 
-// setBackend forwards new connections to addr ("" refuses them) and drops
-// the open ones.
+// setBackend forwards connections to addr from now on, or, with "", stops
+// listening. Either way the open connections are dropped.
 func (p *tcpProxy) setBackend(addr string) {
+	p.t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.backend = addr
 	for c := range p.conns {
 		c.Close()
 	}
+	switch {
+	case addr == "" && p.ln != nil:
+		p.ln.Close()
+		p.ln = nil
+	case addr != "" && p.ln == nil && !p.closed:
+		// The port was free a moment ago; an outgoing connection may have
+		// taken it since, for a while.
+		var ln net.Listener
+		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			var err error
+			ln, err = net.Listen("tcp", p.addr())
+			return err == nil, nil
+		})
+		require.NoError(p.t, err, "listening on %s again", p.addr())
+		p.ln = ln
+		p.wg.Add(1)
+		go p.accept(ln)
+	}
 }
 
 func (p *tcpProxy) close() {
-	p.ln.Close()
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
 	p.setBackend("")
 	p.wg.Wait()
 }
 
-func (p *tcpProxy) accept() {
+func (p *tcpProxy) accept(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		client, err := p.ln.Accept()
+		client, err := ln.Accept()
 		if err != nil {
 			return
 		}
 		p.mu.Lock()
 		backend := p.backend
 		p.mu.Unlock()
-		var server net.Conn
-		if backend != "" {
-			server, err = net.DialTimeout("tcp", backend, 5*time.Second)
-		}
-		if backend == "" || err != nil {
+		server, err := net.DialTimeout("tcp", backend, 5*time.Second)
+		if err != nil {
 			client.Close()
 			continue
 		}
 		p.mu.Lock()
-		if p.backend != backend {
+		if p.backend != backend || p.ln != ln {
 			// Switched while dialling.
 			p.mu.Unlock()
 			client.Close()

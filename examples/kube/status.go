@@ -61,6 +61,11 @@ type StatusWriterOptions struct {
 	// failed write is tried again. Default to 200 milliseconds and 10
 	// seconds (the kubelet's status manager retries every 10 seconds).
 	BackOff, MaxBackOff time.Duration
+	// SyncTimeout bounds the API calls of one check of one pod (a read, a
+	// status patch, a delete), so a request the server never answers
+	// fails and is tried again instead of stopping every write. Defaults
+	// to 30 seconds.
+	SyncTimeout time.Duration
 	// Logger receives write failures at level 0 and per-pod detail at V(4).
 	// Defaults to the zero Logger, which discards.
 	Logger logr.Logger
@@ -143,8 +148,11 @@ func NewStatusWriter(pods corev1client.PodsGetter, opts StatusWriterOptions) (*S
 	if opts.ResyncInterval == 0 {
 		opts.ResyncInterval = time.Minute
 	}
-	if opts.BackOff < 0 || opts.MaxBackOff < 0 {
-		return nil, errors.New("kube: StatusWriterOptions: negative backoff")
+	if opts.BackOff < 0 || opts.MaxBackOff < 0 || opts.SyncTimeout < 0 {
+		return nil, errors.New("kube: StatusWriterOptions: negative backoff or timeout")
+	}
+	if opts.SyncTimeout == 0 {
+		opts.SyncTimeout = 30 * time.Second
 	}
 	if opts.BackOff == 0 {
 		opts.BackOff = 200 * time.Millisecond

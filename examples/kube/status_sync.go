@@ -98,6 +98,8 @@ type syncMode struct {
 // error the outcome is keep.
 func (w *StatusWriter) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (outcome, error) {
 	defer w.podLocks.lock(pod.UID)()
+	ctx, cancel := context.WithTimeout(ctx, w.opts.SyncTimeout)
+	defer cancel()
 	if mirror.IsMirrorPod(pod) {
 		return forget, nil
 	}
