@@ -10,7 +10,11 @@
 //	                                                                                        │ statuses
 //	API server <── kube.StatusWriter (status subresource, final deletes) <──────────────────┘
 //
-// plus a kube.NodeHeartbeat that keeps the Node Ready. The processes
+// plus a kube.NodeHeartbeat that keeps the Node Ready, and a
+// kube.EventRecorder that records the kubelet's events: the runtime's
+// container events, admission rejections, the Node's. ShutdownNode and
+// EvictPod stop pods as the kubelet's shutdown and eviction managers do.
+// The processes
 // outlive the agent: a new Agent on the same state directory adopts them,
 // so an agent restart neither restarts running pods nor re-runs finished
 // ones.
