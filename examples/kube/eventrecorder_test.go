@@ -68,7 +68,9 @@ func TestEventRecorderNeverBlocks(t *testing.T) {
 		return writes.Load() > 0, nil
 	}), "the recorder tried to send")
 	stop()
-	assert.Equal(t, int64(1), writes.Load(), "one write hung; the recorder waited on it, not on the queue")
+	// The recorder waited on the hung write rather than working through the
+	// queue (one more write may begin as Run is told to stop).
+	assert.LessOrEqual(t, writes.Load(), int64(2))
 	r.Eventf(pod, v1.EventTypeNormal, "Late", "after Run returned") // dropped, not blocked
 	r.Close()
 }

@@ -171,7 +171,7 @@ func (r *EventRecorder) Run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			if ev, ok := wev.Object.(*v1.Event); ok {
+			if ev, ok := wev.Object.(*v1.Event); ok && ctx.Err() == nil {
 				r.send(ctx, correlator, ev)
 			}
 		}
@@ -201,7 +201,7 @@ func (r *EventRecorder) send(ctx context.Context, correlator *record.EventCorrel
 		return
 	}
 	logger := r.opts.Logger.WithValues("object", ev.InvolvedObject.Namespace+"/"+ev.InvolvedObject.Name, "reason", ev.Reason)
-	for attempt := 1; ; attempt++ {
+	for attempt := 1; ctx.Err() == nil; attempt++ {
 		attemptCtx, cancel := context.WithTimeout(ctx, r.opts.SinkTimeout)
 		stored, err := r.write(attemptCtx, result.Event, result.Patch)
 		cancel()
