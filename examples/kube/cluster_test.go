@@ -37,7 +37,7 @@ const waitTimeout = 60 * time.Second
 var testNodes = []string{
 	"mirror-node", "ident-a", "ident-b", "source-node", "writer-node",
 	"lifecycle-node", "graceful-node", "force-node", "static-node", "restart-node", "reject-node", "cmd-node",
-	"burst-node", "events-node", "sinkfail-node", "cond-node", "evict-node", "shutdown-node",
+	"burst-node", "events-node", "sinkfail-node", "cond-node", "evict-node", "shutdown-node", "refusal-node",
 }
 
 func TestAPIServer(t *testing.T) {
@@ -46,6 +46,7 @@ func TestAPIServer(t *testing.T) {
 	t.Run("NodeIdentityRefusals", func(t *testing.T) { t.Parallel(); testNodeIdentityRefusals(t, c) })
 	t.Run("APISource", func(t *testing.T) { t.Parallel(); testAPISource(t, c) })
 	t.Run("StatusWriter", func(t *testing.T) { t.Parallel(); testStatusWriter(t, c) })
+	t.Run("StatusWriterRefusals", func(t *testing.T) { t.Parallel(); testStatusWriterRefusals(t, c) })
 	t.Run("AgentPodLifecycle", func(t *testing.T) { t.Parallel(); testAgentPodLifecycle(t, c) })
 	t.Run("AgentGracefulDelete", func(t *testing.T) { t.Parallel(); testAgentGracefulDelete(t, c) })
 	t.Run("AgentForceDelete", func(t *testing.T) { t.Parallel(); testAgentForceDelete(t, c) })
