@@ -369,6 +369,10 @@ spec:
 		first.OwnerReferences)
 	procs := mainProcesses(t, staticUID)
 	require.NotEmpty(t, procs, "the static pod runs")
+	// Its events are the static pod's, where kubectl describe of the
+	// mirror pod looks for them (the UID of its mirror annotation).
+	waitForEvent(t, c.admin, "default", string(staticUID), eventMatch{v1.EventTypeNormal, "Started", "spec.containers{main}", "Container started", 0})
+	assert.Contains(t, describePod(t, c.admin, "default", mirrorName), "Container started")
 
 	// Delete the mirror pod by hand, as kubectl would (gracefully).
 	require.NoError(t, c.admin.CoreV1().Pods("default").Delete(testContext(t), mirrorName, metav1.DeleteOptions{}))
