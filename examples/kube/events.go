@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 )
 
 // DefaultEventComponent is the source component of the events an
@@ -63,13 +64,14 @@ type EventRecorderOptions struct {
 // full, or the API server keeps failing, events are dropped. A node agent
 // loses events, never pods, to a broken event sink.
 //
-// It is a lifecycle.Recorder, and so the Recorder of lifecycle's Handler,
-// Config and ManifestSource. Create it with NewEventRecorder and run it with
-// Run; events recorded before Run are queued. Safe for concurrent use.
+// It is a lifecycle.Recorder and a podconfig.Recorder: the Recorder of
+// lifecycle.Handler, podconfig.Config and podconfig.ManifestSource. Create
+// it with NewEventRecorder and run it with Run (or, if it will not run,
+// release it with Close); events recorded before Run are queued. Safe for
+// concurrent use.
 type EventRecorder struct {
-	events   corev1client.EventsGetter
-	opts     EventRecorderOptions
-	nodeName string
+	events corev1client.EventsGetter
+	opts   EventRecorderOptions
 
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorderLogger
@@ -81,12 +83,16 @@ type EventRecorder struct {
 	shutdown sync.Once
 }
 
-var _ lifecycle.Recorder = (*EventRecorder)(nil)
+var (
+	_ lifecycle.Recorder = (*EventRecorder)(nil)
+	_ podconfig.Recorder = (*EventRecorder)(nil)
+)
 
 // NewEventRecorder returns an EventRecorder that sends events through
 // events (usually clientset.CoreV1()) as the source component on host
 // nodeName. It starts the broadcaster's queue; call Run to send what it
-// holds, and to release it.
+// holds and to release it, or Close to release it unsent. An error says
+// which argument or option is invalid.
 func NewEventRecorder(events corev1client.EventsGetter, nodeName string, opts EventRecorderOptions) (*EventRecorder, error) {
 	switch {
 	case events == nil:
@@ -126,7 +132,6 @@ func NewEventRecorder(events corev1client.EventsGetter, nodeName string, opts Ev
 	return &EventRecorder{
 		events:      events,
 		opts:        opts,
-		nodeName:    nodeName,
 		broadcaster: b,
 		recorder:    b.NewRecorder(scheme.Scheme, v1.EventSource{Component: opts.Component, Host: nodeName}).WithLogger(opts.Logger),
 		watcher:     w,
