@@ -41,15 +41,29 @@ type testAgent struct {
 // and, if not empty, manifestDir. It is stopped when t ends, if not before.
 func startAgent(t *testing.T, c *cluster, node, stateDir, manifestDir string) *testAgent {
 	t.Helper()
-	a, err := agent.New(agent.Config{
-		Client:               c.nodeClient(t, node),
-		NodeName:             node,
-		StateDir:             stateDir,
-		ManifestDir:          manifestDir,
-		ManifestInterval:     100 * time.Millisecond,
-		HousekeepingInterval: 100 * time.Millisecond,
-		Logger:               testr.NewWithOptions(t, testr.Options{LogTimestamp: true}),
+	return runAgent(t, agent.Config{
+		Client:      c.nodeClient(t, node),
+		NodeName:    node,
+		StateDir:    stateDir,
+		ManifestDir: manifestDir,
 	})
+}
+
+// runAgent runs an agent with cfg, in which it sets the test's defaults
+// (fast manifest reads and housekeeping, the test's logger) for the fields
+// cfg leaves zero. It is stopped when t ends, if not before.
+func runAgent(t *testing.T, cfg agent.Config) *testAgent {
+	t.Helper()
+	if cfg.ManifestInterval == 0 {
+		cfg.ManifestInterval = 100 * time.Millisecond
+	}
+	if cfg.HousekeepingInterval == 0 {
+		cfg.HousekeepingInterval = 100 * time.Millisecond
+	}
+	if cfg.Logger.GetSink() == nil {
+		cfg.Logger = testr.NewWithOptions(t, testr.Options{LogTimestamp: true})
+	}
+	a, err := agent.New(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	ta := &testAgent{agent: a, stop: cancel, done: make(chan error, 1)}
@@ -318,6 +332,9 @@ func testAgentForceDelete(t *testing.T, c *cluster) {
 		return !ok || info.Stage >= podworker.StageTerminated
 	})
 	assert.Empty(t, processesOf(t, pod.UID), "the process was stopped")
+	// The pod is gone from the API server (a node may not even read it
+	// there): there is no final status to write, and cleanup goes on.
+	a.waitWorker(t, pod.UID, "cleaned up", func(info podworker.PodInfo, ok bool) bool { return !ok || info.Finished })
 }
 
 // testAgentStaticPod: a static pod from a manifest folder gets a mirror pod;
@@ -352,6 +369,10 @@ spec:
 		first.OwnerReferences)
 	procs := mainProcesses(t, staticUID)
 	require.NotEmpty(t, procs, "the static pod runs")
+	// Its events are the static pod's, where kubectl describe of the
+	// mirror pod looks for them (the UID of its mirror annotation).
+	waitForEvent(t, c.admin, "default", string(staticUID), eventMatch{v1.EventTypeNormal, "Started", "spec.containers{main}", "Container started", 0})
+	assert.Contains(t, describePod(t, c.admin, "default", mirrorName), "Container started")
 
 	// Delete the mirror pod by hand, as kubectl would (gracefully).
 	require.NoError(t, c.admin.CoreV1().Pods("default").Delete(testContext(t), mirrorName, metav1.DeleteOptions{}))

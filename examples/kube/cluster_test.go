@@ -37,6 +37,7 @@ const waitTimeout = 60 * time.Second
 var testNodes = []string{
 	"mirror-node", "ident-a", "ident-b", "source-node", "writer-node",
 	"lifecycle-node", "graceful-node", "force-node", "static-node", "restart-node", "reject-node", "cmd-node",
+	"burst-node", "events-node", "sinkfail-node", "cond-node", "evict-node", "shutdown-node", "refusal-node",
 }
 
 func TestAPIServer(t *testing.T) {
@@ -45,6 +46,7 @@ func TestAPIServer(t *testing.T) {
 	t.Run("NodeIdentityRefusals", func(t *testing.T) { t.Parallel(); testNodeIdentityRefusals(t, c) })
 	t.Run("APISource", func(t *testing.T) { t.Parallel(); testAPISource(t, c) })
 	t.Run("StatusWriter", func(t *testing.T) { t.Parallel(); testStatusWriter(t, c) })
+	t.Run("StatusWriterRefusals", func(t *testing.T) { t.Parallel(); testStatusWriterRefusals(t, c) })
 	t.Run("AgentPodLifecycle", func(t *testing.T) { t.Parallel(); testAgentPodLifecycle(t, c) })
 	t.Run("AgentGracefulDelete", func(t *testing.T) { t.Parallel(); testAgentGracefulDelete(t, c) })
 	t.Run("AgentForceDelete", func(t *testing.T) { t.Parallel(); testAgentForceDelete(t, c) })
@@ -52,6 +54,12 @@ func TestAPIServer(t *testing.T) {
 	t.Run("AgentRestart", func(t *testing.T) { t.Parallel(); testAgentRestart(t, c) })
 	t.Run("AgentRejectsUnsupportedPod", func(t *testing.T) { t.Parallel(); testAgentRejects(t, c) })
 	t.Run("Command", func(t *testing.T) { t.Parallel(); testCommand(t, c) })
+	t.Run("FinalStatusBurst", func(t *testing.T) { t.Parallel(); testFinalStatusBurst(t, c) })
+	t.Run("AgentEvents", func(t *testing.T) { t.Parallel(); testAgentEvents(t, c) })
+	t.Run("EventSinkFailure", func(t *testing.T) { t.Parallel(); testEventSinkFailure(t, c) })
+	t.Run("AgentConditions", func(t *testing.T) { t.Parallel(); testAgentConditions(t, c) })
+	t.Run("AgentEviction", func(t *testing.T) { t.Parallel(); testAgentEviction(t, c) })
+	t.Run("AgentShutdown", func(t *testing.T) { t.Parallel(); testAgentShutdown(t, c) })
 }
 
 // cluster is a real kube-apiserver over a real embedded etcd, running in the

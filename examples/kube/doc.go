@@ -2,7 +2,7 @@
 // client-go. It lives in a module of its own so client-go and the test
 // server never enter podkit's root module.
 //
-// It holds the four pieces a node agent needs to take part in a cluster:
+// It holds the pieces a node agent needs to take part in a cluster:
 //
 //   - PodAPI adapts a clientset to mirror.PodAPI, and NodeUID looks up the
 //     Node's UID, so mirror.NewClient creates and deletes real mirror pods
@@ -15,8 +15,14 @@
 //     sync the pod's derived v1.PodStatus is patched onto its status
 //     subresource when it changed (a static pod's onto its mirror pod); a
 //     terminal phase waits until the pod's containers are known stopped;
-//     a deleted pod is removed, with grace 0 and a UID precondition, once
-//     it is finished.
+//     a refused write is tried again until it lands or the pod is gone; a
+//     deleted pod is removed, with grace 0 and a UID precondition, once it
+//     is finished and its terminal status is stored.
+//   - EventRecorder records the kubelet's events (reasons and messages in
+//     eventreasons.go) through client-go's broadcaster: aggregated,
+//     rate-limited, never blocking; a failing API server loses events,
+//     not pods. EvictionStatus is the final status of a pod the node
+//     evicts.
 //   - RegisterNode and NodeHeartbeat register the Node and keep it Ready.
 //
 // Package agent wires them to lifecycle, podworker and the process runtime
@@ -31,11 +37,14 @@
 //     and build the pod workers over the wrapped syncer.
 //  3. Give lifecycle.NewHandler a mirror.NewClient(NewPodAPI(cs.CoreV1()),
 //     mirror.ClientOptions{NodeName: name, NodeUID: NodeUID(cs.CoreV1(),
-//     name)}), list mirror.ApiserverSource in its Sources, and let
-//     OnReject call StatusWriter.SetPodStatus.
+//     name)}), list mirror.ApiserverSource in its Sources, let OnReject
+//     call StatusWriter.SetPodStatus, and give it (and the config sources)
+//     an EventRecorder as their Recorder; record the runtime's container
+//     events on it (ContainerRef).
 //  4. Run, each on its own goroutine: the Handler, StatusWriter.Run with the
-//     pod workers, APISource.Run into a podconfig.Config, and optionally a
-//     NodeHeartbeat.
+//     pod workers, APISource.Run into a podconfig.Config, EventRecorder.Run,
+//     and optionally a NodeHeartbeat (given the recorder, it records
+//     NodeReady and NodeNotReady).
 //
 // # Node identity
 //

@@ -95,6 +95,12 @@ func testMirrorClient(t *testing.T, c *cluster) {
 	deleted, err = client.DeleteMirrorPod(ctx, mirror.PodFullName(pod), &got.UID)
 	require.NoError(t, err, "a node deleting a missing mirror by its UID")
 	assert.False(t, deleted)
+	// The Node authorizer forgets the deleted pod's binding a moment after
+	// the delete (until then the node may read it, and sees NotFound).
+	waitForPod(t, cs, pod.Namespace, pod.Name, "unreadable to the node", func(p *v1.Pod) bool {
+		_, err := cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsForbidden(err)
+	})
 	_, err = client.DeleteMirrorPod(ctx, mirror.PodFullName(pod), nil)
 	assert.True(t, apierrors.IsForbidden(err), "without a UID nothing tells a missing pod from one the node may not see: %v", err)
 }

@@ -16,6 +16,8 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/podkit/podkit/lifecycle"
 )
 
 // NodeLeaseNamespace is the namespace of the node heartbeat leases.
@@ -84,6 +86,16 @@ type NodeHeartbeat struct {
 	// Clock gives the time of each beat and the ticker of Run. Defaults to
 	// the real clock.
 	Clock clock.WithTicker
+	// Health, when set, is asked at each beat whether the node can run
+	// pods: an error posts Ready False (reason PodkitAgentNotReady, the
+	// error as message), as the kubelet posts NotReady while its node shuts
+	// down. Nil, or a nil error, posts Ready True. It is called from the
+	// beat's goroutine and must not block.
+	Health func() error
+	// Recorder, when set, receives a Normal NodeReady or NodeNotReady event
+	// on the Node each time a beat changes the status of its Ready
+	// condition (or posts the first one), as the kubelet records them.
+	Recorder lifecycle.Recorder
 }
 
 func (h *NodeHeartbeat) clock() clock.WithTicker {
@@ -139,10 +151,17 @@ func (h *NodeHeartbeat) patchReady(ctx context.Context, now metav1.Time) error {
 		Message:           "podkit agent is posting ready status",
 		LastHeartbeatTime: now,
 	}
+	if h.Health != nil {
+		if err := h.Health(); err != nil {
+			ready.Status, ready.Reason, ready.Message = v1.ConditionFalse, "PodkitAgentNotReady", err.Error()
+		}
+	}
 	ready.LastTransitionTime = now
+	changed := true
 	for _, c := range node.Status.Conditions {
-		if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+		if c.Type == v1.NodeReady && c.Status == ready.Status {
 			ready.LastTransitionTime = c.LastTransitionTime
+			changed = false
 		}
 	}
 	// Conditions merge by type, so only Ready is touched.
@@ -154,6 +173,13 @@ func (h *NodeHeartbeat) patchReady(ctx context.Context, now metav1.Time) error {
 	}
 	if _, err := h.Client.CoreV1().Nodes().PatchStatus(ctx, h.NodeName, patch); err != nil {
 		return fmt.Errorf("kube: heartbeat of node %q: patching its status: %w", h.NodeName, err)
+	}
+	if changed && h.Recorder != nil {
+		reason := ReasonNodeReady
+		if ready.Status != v1.ConditionTrue {
+			reason = ReasonNodeNotReady
+		}
+		h.Recorder.Eventf(NodeRef(node), v1.EventTypeNormal, reason, "%s", NodeStatusMessage(h.NodeName, reason))
 	}
 	return nil
 }

@@ -2,25 +2,17 @@ package kube
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
-	"github.com/podkit/podkit/internal/podstatus"
-	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -50,15 +42,30 @@ var _ PodWindow = (*podworker.PodWorkers[struct{}])(nil)
 
 // StatusWriterOptions configure a StatusWriter. The zero value is valid.
 type StatusWriterOptions struct {
+	// NodeName is the node the writer's client acts for. Under the Node
+	// authorizer a node may not read a pod it is not (yet) known to run:
+	// a pod just bound to it, until the authorizer has seen the binding,
+	// and a pod that is gone. With NodeName set, a refused read is followed
+	// by a list of the node's pods (spec.nodeName selector, which the
+	// authorizer allows) that tells the two apart: the writer keeps trying
+	// while the pod exists, and stops once it is gone. Without it the
+	// writer gives up on a refused pod the workers have forgotten after a
+	// few attempts.
+	NodeName string
 	// ResyncInterval is how long after a successful write the writer checks
 	// a pod's status in the API server again, even if nothing was
 	// reported, so a status changed by someone else is put back. Defaults
 	// to one minute; negative disables resyncs.
 	ResyncInterval time.Duration
 	// BackOff and MaxBackOff bound the per-pod exponential delay before a
-	// failed write is tried again. Default to 200 milliseconds and 30
-	// seconds.
+	// failed write is tried again. Default to 200 milliseconds and 10
+	// seconds (the kubelet's status manager retries every 10 seconds).
 	BackOff, MaxBackOff time.Duration
+	// SyncTimeout bounds the API calls of one check of one pod (a read, a
+	// status patch, a delete), so a request the server never answers
+	// fails and is tried again instead of stopping every write. Defaults
+	// to 30 seconds.
+	SyncTimeout time.Duration
 	// Logger receives write failures at level 0 and per-pod detail at V(4).
 	// Defaults to the zero Logger, which discards.
 	Logger logr.Logger
@@ -82,8 +89,12 @@ type StatusWriterOptions struct {
 //     phase is also checked again with backoff, for pods the workers never
 //     ran, such as those rejected at admission, which are not known to be
 //     stopped until the workers are synced).
+//   - A pod whose containers are known stopped (WriteTerminated, or a
+//     finished worker) always gets a terminal phase, as the kubelet's
+//     status manager gives it when a pod terminates: Failed unless the
+//     recorded status says otherwise.
 //   - Once a pod that has a deletion timestamp is finished
-//     (PodWindow.ShouldPodBeFinished), its final status is written and it
+//     (PodWindow.ShouldPodBeFinished) and its terminal phase is stored, it
 //     is deleted with grace period 0 and a UID precondition: the step that
 //     lets a graceful deletion complete in the cluster. Static pods and
 //     mirror pods are never deleted here.
@@ -92,8 +103,11 @@ type StatusWriterOptions struct {
 //     scheduler or a controller) are kept.
 //
 // Each write carries the target's UID, so a pod deleted and created again
-// under the same name is never written with another pod's status. Failed
-// writes are retried with per-pod backoff.
+// under the same name is never written with another pod's status. A write
+// the API server refuses for a reason that passes (the Node authorizer not
+// yet aware of the pod's binding, a conflict, a timeout, the server away)
+// is tried again with per-pod backoff until it lands or the pod is gone
+// from the API server (deleted, or replaced by another of the same name).
 //
 // Create it with NewStatusWriter and run it with Run. All methods are safe
 // for concurrent use.
@@ -101,9 +115,10 @@ type StatusWriter struct {
 	pods corev1client.PodsGetter
 	opts StatusWriterOptions
 
-	// syncMu serializes the API writes of the worker and of WrapSyncer's
-	// SyncTerminatedPod, so two writes never race for one pod.
-	syncMu sync.Mutex
+	// podLocks serializes the API writes for one pod (of the worker and of
+	// WrapSyncer's SyncTerminatedPod), so two writes never race for it,
+	// while writes for different pods go on side by side.
+	podLocks uidLocks
 
 	mu sync.Mutex
 	// statuses holds the newest status recorded for each UID and the pod
@@ -117,31 +132,6 @@ type StatusWriter struct {
 	// ran is set once Run started; a second Run is refused.
 	ran bool
 }
-
-// outcome is what a sync leaves to do for a pod.
-type outcome int
-
-const (
-	// keep: the pod is up to date; check it again at the next resync.
-	keep outcome = iota
-	// forget: there is nothing more to do for the pod, ever.
-	forget
-	// withheld: a terminal phase waits for the pod's containers to be
-	// known stopped; check again soon (with backoff), since the window may
-	// change without a transition (the pod workers becoming synced).
-	withheld
-)
-
-var (
-	// errNoMirror: a static pod's status cannot be written because its
-	// current mirror pod does not exist (yet).
-	errNoMirror = errors.New("kube: the static pod has no current mirror pod")
-	// errUnreadable: reading the pod was forbidden. Under the Node
-	// authorizer that is a pod not bound to this node: gone, or not yet
-	// known to the authorizer (it learns of bindings a moment after they
-	// are stored).
-	errUnreadable = errors.New("kube: the pod cannot be read")
-)
 
 type recordedStatus struct {
 	pod    *v1.Pod
@@ -158,14 +148,17 @@ func NewStatusWriter(pods corev1client.PodsGetter, opts StatusWriterOptions) (*S
 	if opts.ResyncInterval == 0 {
 		opts.ResyncInterval = time.Minute
 	}
-	if opts.BackOff < 0 || opts.MaxBackOff < 0 {
-		return nil, errors.New("kube: StatusWriterOptions: negative backoff")
+	if opts.BackOff < 0 || opts.MaxBackOff < 0 || opts.SyncTimeout < 0 {
+		return nil, errors.New("kube: StatusWriterOptions: negative backoff or timeout")
+	}
+	if opts.SyncTimeout == 0 {
+		opts.SyncTimeout = 30 * time.Second
 	}
 	if opts.BackOff == 0 {
 		opts.BackOff = 200 * time.Millisecond
 	}
 	if opts.MaxBackOff == 0 {
-		opts.MaxBackOff = 30 * time.Second
+		opts.MaxBackOff = max(10*time.Second, opts.BackOff)
 	}
 	if opts.MaxBackOff < opts.BackOff {
 		return nil, errors.New("kube: StatusWriterOptions: MaxBackOff below BackOff")
@@ -178,6 +171,7 @@ func NewStatusWriter(pods corev1client.PodsGetter, opts StatusWriterOptions) (*S
 		opts:     opts,
 		statuses: make(map[types.UID]recordedStatus),
 		early:    make(map[types.UID]struct{}),
+		podLocks: uidLocks{held: make(map[types.UID]*uidLock)},
 	}, nil
 }
 
@@ -192,6 +186,14 @@ func (w *StatusWriter) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 	w.statuses[pod.UID] = recordedStatus{pod: pod, status: status}
 	w.mu.Unlock()
 	w.Enqueue(pod.UID)
+}
+
+// recorded returns the status recorded for uid, if any.
+func (w *StatusWriter) recorded(uid types.UID) (recordedStatus, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rec, ok := w.statuses[uid]
+	return rec, ok
 }
 
 // Enqueue schedules a check of the pod uid: its recorded status is written
@@ -211,13 +213,34 @@ func (w *StatusWriter) Enqueue(uid types.UID) {
 	}
 }
 
+// enqueueRecorded schedules a check of every pod with a recorded status.
+func (w *StatusWriter) enqueueRecorded() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.queue == nil {
+		return
+	}
+	for uid := range w.statuses {
+		w.queue.Add(uid)
+	}
+}
+
+// droppedCheckInterval is how often Run looks whether the pod workers
+// dropped transitions it should have seen.
+const droppedCheckInterval = time.Second
+
 // Run writes statuses until ctx ends, then stops and returns nil once its
-// worker has returned. It may be called once.
+// goroutines have returned. It may be called once.
 //
 // window is where the writer learns how far each pod is (normally the
 // agent's *podworker.PodWorkers). It is given here rather than to
 // NewStatusWriter because the pod workers are built over WrapSyncer, which
 // needs the writer first. Call Run from a goroutine of its own.
+//
+// Each stage change of a worker schedules a check of its pod. Should the
+// workers drop changes (a burst larger than the writer's buffer), every
+// pod with a recorded status is checked again, so a finished pod is never
+// left waiting for its resync.
 func (w *StatusWriter) Run(ctx context.Context, window PodWindow) error {
 	if window == nil {
 		return errors.New("kube: StatusWriter.Run needs a pod window")
@@ -246,12 +269,21 @@ func (w *StatusWriter) Run(ctx context.Context, window PodWindow) error {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
+		ticker := w.opts.Clock.NewTicker(droppedCheckInterval)
+		defer ticker.Stop()
+		var dropped uint64
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case tr := <-transitions:
 				queue.Add(tr.UID)
+			case <-ticker.C():
+			}
+			if d := sub.Dropped(); d != dropped {
+				dropped = d
+				w.opts.Logger.V(4).Info("Pod workers dropped transitions; checking every pod", "dropped", d)
+				w.enqueueRecorded()
 			}
 		}
 	}()
@@ -270,10 +302,6 @@ func (w *StatusWriter) Run(ctx context.Context, window PodWindow) error {
 	wg.Wait()
 	return nil
 }
-
-// unreadableAttempts is how many times the writer tries to read a pod the
-// pod workers do not know before it gives up on it.
-const unreadableAttempts = 5
 
 func (w *StatusWriter) processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[types.UID], window PodWindow) bool {
 	uid, shutdown := queue.Get()
@@ -312,285 +340,36 @@ func (w *StatusWriter) processNext(ctx context.Context, queue workqueue.TypedRat
 	return true
 }
 
-// syncFromWindow brings the API server's view of uid up to date, as window
-// says the pod stands. attempts counts the failed tries before this one.
-func (w *StatusWriter) syncFromWindow(ctx context.Context, uid types.UID, window PodWindow, attempts int) (outcome, error) {
-	info, ok := window.Pod(uid)
-	w.mu.Lock()
-	rec, hasStatus := w.statuses[uid]
-	w.mu.Unlock()
-	if !ok && !hasStatus {
-		return forget, nil
-	}
-	// The workers' pod is the newest desired state; a pod they never had
-	// (rejected at admission) is known by its recorded status only.
-	pod := info.Pod
-	if pod == nil {
-		pod = rec.pod
-	}
-	if pod == nil || pod.UID != uid {
-		return forget, nil // known to the runtime only: nothing in the API server
-	}
-	if !ok && mirror.IsStaticPod(pod) {
-		return forget, nil // a static pod that is gone has nothing to report
-	}
-	// Read the window once, finished first: a finished pod can have no
-	// running containers, so the two answers never contradict each other.
-	finished := window.ShouldPodBeFinished(uid)
-	mayRun := !finished && window.CouldHaveRunningContainers(uid)
-	result, err := w.sync(ctx, pod, mayRun, finished)
-	if errors.Is(err, errUnreadable) && !ok && attempts+1 >= unreadableAttempts {
-		// Under the Node authorizer a pod that is gone, or no longer bound
-		// here, cannot be read at all; once the workers have forgotten it
-		// too, stop trying.
-		return forget, nil
-	}
-	return result, err
+// uidLocks is a mutex per UID, kept only while someone holds or waits for
+// it.
+type uidLocks struct {
+	mu   sync.Mutex
+	held map[types.UID]*uidLock
 }
 
-// sync writes the recorded status of pod, if any and if it changed, with
-// a terminal phase withheld when mayRun, and deletes the pod when finished
-// and it carries a deletion timestamp. On error the outcome is keep.
-func (w *StatusWriter) sync(ctx context.Context, pod *v1.Pod, mayRun, finished bool) (outcome, error) {
-	w.syncMu.Lock()
-	defer w.syncMu.Unlock()
-	uid := pod.UID
-	if mirror.IsMirrorPod(pod) {
-		return forget, nil
-	}
-	w.mu.Lock()
-	rec, hasStatus := w.statuses[uid]
-	w.mu.Unlock()
-	logger := w.opts.Logger.WithValues("pod", mirror.PodFullName(pod), "podUID", uid)
-	static := mirror.IsStaticPod(pod)
-
-	current, err := w.pods.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		if static {
-			return keep, fmt.Errorf("%w: %s", errNoMirror, mirror.PodFullName(pod))
-		}
-		logger.V(4).Info("Pod is gone from the API server")
-		return forget, nil
-	case apierrors.IsForbidden(err):
-		return keep, fmt.Errorf("%w: %s: %w", errUnreadable, mirror.PodFullName(pod), err)
-	case err != nil:
-		return keep, fmt.Errorf("kube: reading pod %s: %w", mirror.PodFullName(pod), err)
-	}
-	if static {
-		if !mirror.IsMirrorPodOf(current, pod) {
-			return keep, fmt.Errorf("%w: %s", errNoMirror, mirror.PodFullName(pod))
-		}
-	} else if current.UID != uid {
-		logger.V(4).Info("Pod was replaced in the API server", "currentUID", current.UID)
-		return forget, nil
-	}
-
-	result := keep
-	if hasStatus {
-		next := statusToWrite(current.Status, rec.status, mayRun)
-		if next.Phase != rec.status.Phase && podstatus.IsTerminal(rec.status.Phase) && !podstatus.IsTerminal(next.Phase) {
-			logger.V(4).Info("Withholding terminal phase while containers may run", "phase", rec.status.Phase)
-			result = withheld
-		}
-		if !equality.Semantic.DeepEqual(current.Status, next) {
-			if err := w.patchStatus(ctx, current, next); err != nil {
-				return keep, err
-			}
-			logger.V(4).Info("Wrote pod status", "phase", next.Phase)
-		}
-	}
-
-	if !static && current.DeletionTimestamp != nil && finished {
-		grace := int64(0)
-		target := current.UID
-		err := w.pods.Pods(current.Namespace).Delete(ctx, current.Name, metav1.DeleteOptions{
-			GracePeriodSeconds: &grace,
-			Preconditions:      &metav1.Preconditions{UID: &target},
-		})
-		switch {
-		case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			logger.V(4).Info("Removed finished pod from the API server")
-			return forget, nil
-		default:
-			return keep, fmt.Errorf("kube: deleting finished pod %s: %w", mirror.PodFullName(pod), err)
-		}
-	}
-	return result, nil
+type uidLock struct {
+	sync.Mutex
+	// users counts the holder and the waiters.
+	users int
 }
 
-// patchStatus writes next onto current's status subresource with a
-// strategic merge patch that also carries current's UID, so that the API
-// server refuses it if the object was replaced in between.
-func (w *StatusWriter) patchStatus(ctx context.Context, current *v1.Pod, next v1.PodStatus) error {
-	oldJSON, err := json.Marshal(v1.Pod{Status: current.Status})
-	if err != nil {
-		return err
+// lock locks uid's mutex and returns its unlock.
+func (l *uidLocks) lock(uid types.UID) (unlock func()) {
+	l.mu.Lock()
+	m := l.held[uid]
+	if m == nil {
+		m = &uidLock{}
+		l.held[uid] = m
 	}
-	// The UID appears only on the new side, so the patch always names it.
-	newJSON, err := json.Marshal(v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: current.UID}, Status: next})
-	if err != nil {
-		return err
-	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, v1.Pod{})
-	if err != nil {
-		return fmt.Errorf("kube: building the status patch of %s: %w", mirror.PodFullName(current), err)
-	}
-	_, err = w.pods.Pods(current.Namespace).Patch(ctx, current.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	if err != nil {
-		return fmt.Errorf("kube: patching the status of %s: %w", mirror.PodFullName(current), err)
-	}
-	return nil
-}
-
-// statusToWrite is the status the API server should hold, given the stored
-// one and the one the agent derived: the derived status, with these rules
-// applied:
-//   - a terminal stored phase is kept (the API server refuses to leave it);
-//   - a terminal derived phase is replaced by the stored phase while
-//     containers may run;
-//   - conditions of types the agent did not derive are kept, and a
-//     condition whose status did not change keeps its transition time;
-//   - the start time, once stored, is kept, and so are the fields the agent
-//     does not own (nominated node, resource claim statuses).
-//
-// The result is normalized as the API server stores it (times to the
-// second), so an unchanged status compares equal to the stored one.
-func statusToWrite(stored, derived v1.PodStatus, mayRun bool) v1.PodStatus {
-	next := *derived.DeepCopy()
-	switch {
-	case podstatus.IsTerminal(stored.Phase):
-		next.Phase = stored.Phase
-	case podstatus.IsTerminal(next.Phase) && mayRun:
-		next.Phase = stored.Phase
-		if next.Phase == "" {
-			next.Phase = v1.PodPending
+	m.users++
+	l.mu.Unlock()
+	m.Lock()
+	return func() {
+		m.Unlock()
+		l.mu.Lock()
+		if m.users--; m.users == 0 {
+			delete(l.held, uid)
 		}
+		l.mu.Unlock()
 	}
-
-	derivedTypes := make(map[v1.PodConditionType]bool, len(next.Conditions))
-	for i := range next.Conditions {
-		c := &next.Conditions[i]
-		derivedTypes[c.Type] = true
-		for _, old := range stored.Conditions {
-			if old.Type == c.Type && old.Status == c.Status {
-				c.LastTransitionTime = old.LastTransitionTime
-			}
-		}
-	}
-	for _, old := range stored.Conditions {
-		if !derivedTypes[old.Type] {
-			next.Conditions = append(next.Conditions, old)
-		}
-	}
-	if stored.StartTime != nil {
-		next.StartTime = stored.StartTime.DeepCopy()
-	}
-	next.NominatedNodeName = stored.NominatedNodeName
-	next.ResourceClaimStatuses = stored.ResourceClaimStatuses
-	next.ExtendedResourceClaimStatus = stored.ExtendedResourceClaimStatus
-	return normalize(next)
-}
-
-// normalize round-trips s through JSON, as storing it in the API server
-// does (metav1.Time keeps whole seconds).
-func normalize(s v1.PodStatus) v1.PodStatus {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return s
-	}
-	var out v1.PodStatus
-	if err := json.Unmarshal(b, &out); err != nil {
-		return s
-	}
-	return out
-}
-
-// WriteTerminated writes the status recorded for pod, terminal phase
-// included, to the API server now, on the caller's goroutine: the caller
-// vouches that no container of pod runs any more. It is what WrapSyncer
-// does before cleanup, so a pod's end is in the API server before the
-// runtime forgets it, and an agent that restarts right after cannot take
-// the pod for one that never ran. A pod without a recorded status, a pod
-// gone from the API server and a static pod without a current mirror are
-// not errors (there is nothing to write, or nowhere to); an API failure is.
-func (w *StatusWriter) WriteTerminated(ctx context.Context, pod *v1.Pod) error {
-	if pod == nil || pod.UID == "" {
-		return nil
-	}
-	_, err := w.sync(ctx, pod, false, false)
-	if errors.Is(err, errNoMirror) {
-		return nil
-	}
-	return err
-}
-
-// WrapSyncer returns a PodSyncer that runs s's hooks and reports to w:
-//
-//   - after each SyncPod and SyncTerminatingPod (whether it failed or not)
-//     it derives the pod's status with status and records it
-//     (SetPodStatus);
-//   - before SyncTerminatedPod, which may erase what a status is derived
-//     from, it writes the status recorded when the containers stopped
-//     (WriteTerminated); if that fails, the hook fails and is retried, so
-//     cleanup waits for the API server to know the pod's end.
-//
-// If s implements podworker.RuntimePodSyncer, so does the result.
-//
-// The status is derived on the hook's goroutine, so it is the status the
-// hook left, before the next hook of the same pod can run. It uses the
-// hook's ctx without its cancellation, so a hook cancelled by a shortened
-// grace period still reports what it did.
-func WrapSyncer[T any](s podworker.PodSyncer[T], w *StatusWriter, status PodStatusFunc) podworker.PodSyncer[T] {
-	record := func(ctx context.Context, pod *v1.Pod) {
-		if pod == nil {
-			return
-		}
-		st, err := status(context.WithoutCancel(ctx), pod)
-		if err != nil {
-			logr.FromContextOrDiscard(ctx).V(4).Info("No pod status after sync", "err", err.Error())
-			w.Enqueue(pod.UID)
-			return
-		}
-		w.SetPodStatus(pod, st)
-	}
-	funcs := podworker.PodSyncerFuncs[T]{
-		SyncPodFunc: func(ctx context.Context, updateType podworker.UpdateType, pod, mirrorPod *v1.Pod, st T) (bool, error) {
-			terminal, err := s.SyncPod(ctx, updateType, pod, mirrorPod, st)
-			record(ctx, pod)
-			return terminal, err
-		},
-		SyncTerminatingPodFunc: func(ctx context.Context, pod *v1.Pod, st T, gracePeriod int64, podStatusFn func(*v1.PodStatus)) error {
-			err := s.SyncTerminatingPod(ctx, pod, st, gracePeriod, podStatusFn)
-			record(ctx, pod)
-			return err
-		},
-		SyncTerminatedPodFunc: func(ctx context.Context, pod *v1.Pod, st T) error {
-			if err := w.WriteTerminated(ctx, pod); err != nil {
-				return err
-			}
-			return s.SyncTerminatedPod(ctx, pod, st)
-		},
-	}
-	if rs, ok := s.(podworker.RuntimePodSyncer); ok {
-		funcs.SyncTerminatingRuntimePodFunc = rs.SyncTerminatingRuntimePod
-		return funcs
-	}
-	return syncerOnly[T]{funcs}
-}
-
-// syncerOnly hides the runtime-pod hook of PodSyncerFuncs from the engine's
-// type assertion, for syncers that do not implement it.
-type syncerOnly[T any] struct{ f podworker.PodSyncerFuncs[T] }
-
-func (s syncerOnly[T]) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod, mirrorPod *v1.Pod, st T) (bool, error) {
-	return s.f.SyncPod(ctx, updateType, pod, mirrorPod, st)
-}
-
-func (s syncerOnly[T]) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st T, gracePeriod int64, podStatusFn func(*v1.PodStatus)) error {
-	return s.f.SyncTerminatingPod(ctx, pod, st, gracePeriod, podStatusFn)
-}
-
-func (s syncerOnly[T]) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st T) error {
-	return s.f.SyncTerminatedPod(ctx, pod, st)
 }

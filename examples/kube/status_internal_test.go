@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestStatusToWrite checks the rules that turn a derived status into the
@@ -79,5 +80,45 @@ func TestStatusToWrite(t *testing.T) {
 			got := statusToWrite(tc.stored, tc.derived, tc.mayRun)
 			assert.Equal(t, normalize(tc.want), got)
 		})
+	}
+}
+
+// TestUIDLocks checks that writes for one pod are serialized, writes for
+// different pods are not, and nothing is kept once released.
+func TestUIDLocks(t *testing.T) {
+	l := uidLocks{held: map[types.UID]*uidLock{}}
+	unlockA := l.lock("a")
+	unlockB := l.lock("b") // another UID does not wait for a
+
+	second := make(chan struct{})
+	go func() {
+		defer close(second)
+		l.lock("a")()
+	}()
+	select {
+	case <-second:
+		t.Fatal("a second holder of a's lock got it while the first held it")
+	case <-time.After(50 * time.Millisecond):
+	}
+	unlockA()
+	<-second
+	unlockB()
+	assert.Empty(t, l.held, "released locks are forgotten")
+}
+
+// TestTerminalStatus checks the phase a pod known stopped is written with.
+func TestTerminalStatus(t *testing.T) {
+	for _, tc := range []struct{ in, want v1.PodPhase }{
+		{v1.PodRunning, v1.PodFailed},
+		{v1.PodPending, v1.PodFailed},
+		{"", v1.PodFailed},
+		{v1.PodSucceeded, v1.PodSucceeded},
+		{v1.PodFailed, v1.PodFailed},
+	} {
+		in := v1.PodStatus{Phase: tc.in, Message: "m"}
+		got := terminalStatus(in)
+		assert.Equal(t, tc.want, got.Phase, "from %q", tc.in)
+		assert.Equal(t, "m", got.Message)
+		assert.Equal(t, tc.in, in.Phase, "the argument is not modified")
 	}
 }

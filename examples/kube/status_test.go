@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +32,8 @@ type scriptedPod struct {
 	stop chan struct{}
 	// stopped is set just before SyncTerminatingPod returns.
 	stopped atomic.Bool
+	// unknown makes the status function fail: the runtime cannot say.
+	unknown atomic.Bool
 }
 
 func newScriptedPod() *scriptedPod {
@@ -80,6 +83,9 @@ func (r *scriptedRuntime) syncer() podworker.PodSyncer[struct{}] {
 
 func (r *scriptedRuntime) status(_ context.Context, pod *v1.Pod) (v1.PodStatus, error) {
 	p := r.pod(pod.UID)
+	if p.unknown.Load() {
+		return v1.PodStatus{}, errors.New("the scripted runtime does not know the pod's status")
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return *p.status.DeepCopy(), nil
@@ -187,6 +193,33 @@ func testStatusWriter(t *testing.T, c *cluster) {
 		})
 		assert.NotNil(t, condition(got, "example.com/Foreign"))
 		assert.Nil(t, got.DeletionTimestamp, "a pod that was not deleted stays")
+	})
+
+	t.Run("a finished pod leaves the API server only with a terminal phase", func(t *testing.T) {
+		pod, script := start("writer-unknown")
+		waitForPod(t, c.admin, "default", pod.Name, "Running", isPhase(v1.PodRunning))
+		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", pod.Name).String()})
+		require.NoError(t, err)
+		defer w.Stop()
+
+		// From now on the runtime cannot say what the pod's status is; the
+		// last one recorded says Running.
+		script.unknown.Store(true)
+		require.NoError(t, pods.Delete(ctx, pod.Name, metav1.DeleteOptions{}))
+		deleting, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		desired := deleting.DeepCopy()
+		desired.Annotations = pod.Annotations
+		require.NoError(t, workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodUpdate, Pod: desired}))
+		close(script.stop)
+		_, err = watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+			if ev.Type != watch.Deleted {
+				return false, nil
+			}
+			assert.Equal(t, v1.PodFailed, ev.Object.(*v1.Pod).Status.Phase, "a pod whose containers stopped is written Failed before it is removed")
+			return true, nil
+		})
+		require.NoError(t, err)
 	})
 
 	t.Run("a deleted pod is removed once finished", func(t *testing.T) {

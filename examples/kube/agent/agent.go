@@ -10,7 +10,11 @@
 //	                                                                                        │ statuses
 //	API server <── kube.StatusWriter (status subresource, final deletes) <──────────────────┘
 //
-// plus a kube.NodeHeartbeat that keeps the Node Ready. The processes
+// plus a kube.NodeHeartbeat that keeps the Node Ready, and a
+// kube.EventRecorder that records the kubelet's events: the runtime's
+// container events, admission rejections, the Node's. ShutdownNode and
+// EvictPod stop pods as the kubelet's shutdown and eviction managers do.
+// The processes
 // outlive the agent: a new Agent on the same state directory adopts them,
 // so an agent restart neither restarts running pods nor re-runs finished
 // ones.
@@ -22,6 +26,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -87,9 +92,16 @@ type Agent struct {
 	built, stopped chan struct{}
 
 	mu sync.Mutex
-	// workers is set when built is closed.
-	workers *podworker.PodWorkers[processruntime.PodStatus]
-	ran     bool
+	// workers, handler and recorder are set when built is closed.
+	workers  *podworker.PodWorkers[processruntime.PodStatus]
+	handler  *lifecycle.Handler
+	recorder *kube.EventRecorder
+	node     *v1.Node
+	ran      bool
+
+	// shuttingDown is set by ShutdownNode; the heartbeat then posts the
+	// Node NotReady.
+	shuttingDown atomic.Bool
 }
 
 // New checks cfg and returns an Agent. It starts nothing and contacts
@@ -189,19 +201,32 @@ func (a *Agent) Run(ctx context.Context) error {
 	cs := cfg.Client
 	core := cs.CoreV1()
 
-	if _, err := kube.RegisterNode(ctx, core, NodeObject(cfg.NodeName)); err != nil {
+	node, err := kube.RegisterNode(ctx, core, NodeObject(cfg.NodeName))
+	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	recorder, err := kube.NewEventRecorder(core, cfg.NodeName, kube.EventRecorderOptions{Logger: log.WithName("events")})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	defer recorder.Close()
+	recorder.Eventf(kube.NodeRef(node), v1.EventTypeNormal, kube.ReasonStarting, "%s", kube.MessageStarting)
+	store := podmanager.New()
 
-	// Runtime events (a process started or ended) ask for a sync of the
-	// pod, as the kubelet's PLEG does; the channel decouples the runtime's
-	// goroutines from the sync loop.
+	// Runtime events are recorded as the kubelet's container events, and
+	// those that report a change (a process started or ended) ask for a
+	// sync of the pod, as the kubelet's PLEG does; the channel decouples
+	// the runtime's goroutines from the sync loop.
 	events := make(chan processruntime.Event, 256)
 	rt, err := processruntime.Open(processruntime.Options{
 		StateDir: cfg.StateDir,
 		BackOff:  cfg.RestartBackOff,
 		Logger:   log.WithName("runtime"),
 		OnEvent: func(ev processruntime.Event) {
+			recordRuntimeEvent(recorder, store, ev)
+			if !triggersSync(ev) {
+				return
+			}
 			select {
 			case events <- ev:
 			default: // the periodic resync catches up
@@ -213,7 +238,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer rt.Close()
 
-	writer, err := kube.NewStatusWriter(core, kube.StatusWriterOptions{Logger: log.WithName("status")})
+	writer, err := kube.NewStatusWriter(core, kube.StatusWriterOptions{NodeName: cfg.NodeName, Logger: log.WithName("status")})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -221,6 +246,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		st, err := rt.PodStatus(ctx, pod.UID, time.Time{})
 		if err != nil {
 			return v1.PodStatus{}, err
+		}
+		// The store's pod carries the newest status from the API server
+		// (readiness gates set by others), as the kubelet derives a status
+		// from its pod manager's pod.
+		if latest, ok := store.GetPodByUID(pod.UID); ok {
+			pod = latest
 		}
 		return processruntime.APIStatus(pod, st), nil
 	}
@@ -233,13 +264,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 
-	store := podmanager.New()
 	sources := []string{mirror.ApiserverSource}
 	var manifests *podconfig.ManifestSource
 	if cfg.ManifestDir != "" {
 		manifests, err = podconfig.NewManifestSource(cfg.ManifestDir, podconfig.ManifestOptions{
 			NodeName: cfg.NodeName,
 			Interval: cfg.ManifestInterval,
+			Recorder: recorder,
 			Logger:   log.WithName("manifests"),
 		})
 		if err != nil {
@@ -256,7 +287,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	handler, err := lifecycle.NewHandler(workers, store, lifecycle.Options{
-		AdmitHandlers: []admission.Handler{admitRunnable},
+		AdmitHandlers: append([]admission.Handler{admitRunnable}, resourceAdmission(node)...),
+		Recorder:      recorder,
 		MirrorClient:  mirrors,
 		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
 			return rt.RuntimePods(), nil
@@ -271,7 +303,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	config, err := podconfig.New(podconfig.Options{Logger: log.WithName("config")})
+	config, err := podconfig.New(podconfig.Options{Recorder: recorder, Logger: log.WithName("config")})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -282,6 +314,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	a.mu.Lock()
 	a.workers = workers
+	a.handler, a.recorder, a.node = handler, recorder, node
 	a.mu.Unlock()
 	close(a.built)
 
@@ -306,6 +339,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	run("event recorder", recorder.Run)
 	run("status writer", func(ctx context.Context) error { return writer.Run(ctx, workers) })
 	run("sync loop", func(ctx context.Context) error { return handler.Run(ctx, config.Updates()) })
 	run("API source", func(ctx context.Context) error { return apiSource.Run(ctx, config) })
@@ -313,7 +347,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		run("manifest source", func(ctx context.Context) error { return manifests.Run(ctx, config) })
 	}
 	if cfg.HeartbeatInterval >= 0 {
-		hb := &kube.NodeHeartbeat{Client: cs, NodeName: cfg.NodeName, Interval: cfg.HeartbeatInterval}
+		hb := &kube.NodeHeartbeat{Client: cs, NodeName: cfg.NodeName, Interval: cfg.HeartbeatInterval, Health: a.health, Recorder: recorder}
 		run("node heartbeat", hb.Run)
 	}
 	run("runtime events", func(ctx context.Context) error {

@@ -2,6 +2,7 @@ package processruntime
 
 import (
 	"fmt"
+	"sort"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -12,14 +13,26 @@ type EventType int
 const (
 	// ContainerStarted: a container's process was started.
 	ContainerStarted EventType = iota + 1
-	// ContainerExited: a container's process ended (or failed to start).
+	// ContainerExited: a container's process ended (or failed to start:
+	// the container's Exit then has ReasonStartError and the error as its
+	// Message; see Event.Exit).
 	ContainerExited
 	// PodStopped: termination finished; no process of the pod runs. Its
 	// Status is the pod's final status.
 	PodStopped
+	// ContainerKilling: termination is about to signal a running
+	// container's process (SIGTERM, or SIGKILL at once when the hook's
+	// context has ended). Sent by SyncTerminatingPod and
+	// SyncTerminatingRuntimePod, once per running container and call.
+	ContainerKilling
+	// ContainerBackOff: SyncPod did not restart an exited container
+	// because it waits out its restart backoff; the container's
+	// BackOffUntil in Status says until when. Sent once per SyncPod that
+	// returns ErrBackOff.
+	ContainerBackOff
 )
 
-// String returns "ContainerStarted", "ContainerExited" or "PodStopped".
+// String returns the type's name, "ContainerStarted" for instance.
 func (t EventType) String() string {
 	switch t {
 	case ContainerStarted:
@@ -28,11 +41,23 @@ func (t EventType) String() string {
 		return "ContainerExited"
 	case PodStopped:
 		return "PodStopped"
+	case ContainerKilling:
+		return "ContainerKilling"
+	case ContainerBackOff:
+		return "ContainerBackOff"
 	}
 	return fmt.Sprintf("EventType(%d)", int(t))
 }
 
-// Event is a change the runtime observed in a pod.
+// Event is a change the runtime observed in a pod, or an action it takes.
+//
+// ContainerStarted, ContainerExited and PodStopped report changes an agent
+// acts on (an exit calls for a sync, as the kubelet's PLEG does).
+// ContainerKilling and ContainerBackOff are sent from inside the hooks
+// (SyncTerminatingPod, SyncPod) to say what they do, for the record (the
+// kubelet's Killing and BackOff events): an agent must not sync a pod
+// because of them, or a SyncPod in backoff would call itself again and
+// again.
 type Event struct {
 	// Type is what happened.
 	Type EventType
@@ -42,17 +67,72 @@ type Event struct {
 	Name      string
 	// Container is the container's name; empty for PodStopped.
 	Container string
+	// Init is true when Container is an init container.
+	Init bool
 	// Status is the pod's status just after the change (the caller's).
 	Status PodStatus
 }
 
-// eventLocked builds an event with the pod's current status.
-func (r *Runtime) eventLocked(t EventType, p *podState, containerName string) Event {
-	return Event{Type: t, UID: p.uid, Namespace: p.namespace, Name: p.name, Container: containerName, Status: r.snapshotLocked(p)}
+// ContainerStatus returns the status of the event's container in Status.
+func (ev Event) ContainerStatus() (ContainerStatus, bool) {
+	if ev.Container == "" {
+		return ContainerStatus{}, false
+	}
+	return ev.Status.Container(ev.Container)
 }
 
-func (r *Runtime) emit(ev Event) {
-	if r.onEvent != nil {
+// Exit returns how the event's container last ended (nil when it never
+// did in this life of the pod): for ContainerExited, the exit it reports.
+func (ev Event) Exit() *ExitStatus {
+	c, ok := ev.ContainerStatus()
+	if !ok {
+		return nil
+	}
+	return c.Exit
+}
+
+// eventLocked builds an event with the pod's current status.
+func (r *Runtime) eventLocked(t EventType, p *podState, containerName string) Event {
+	ev := Event{Type: t, UID: p.uid, Namespace: p.namespace, Name: p.name, Container: containerName, Status: r.snapshotLocked(p)}
+	if c := p.containers[containerName]; c != nil {
+		ev.Init = c.rec.Init
+	}
+	return ev
+}
+
+// killingEventsLocked builds a ContainerKilling event for each container
+// of p whose process runs, in name order.
+func (r *Runtime) killingEventsLocked(p *podState) []Event {
+	var names []string
+	for name, c := range p.containers {
+		if c.proc != nil {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	out := make([]Event, 0, len(names))
+	for _, name := range names {
+		out = append(out, r.eventLocked(ContainerKilling, p, name))
+	}
+	return out
+}
+
+// emitBackOff sends the ContainerBackOff event of p's container name.
+func (r *Runtime) emitBackOff(p *podState, name string) {
+	if r.onEvent == nil {
+		return
+	}
+	r.mu.Lock()
+	ev := r.eventLocked(ContainerBackOff, p, name)
+	r.mu.Unlock()
+	r.emit(ev)
+}
+
+func (r *Runtime) emit(evs ...Event) {
+	if r.onEvent == nil {
+		return
+	}
+	for _, ev := range evs {
 		r.onEvent(ev)
 	}
 }

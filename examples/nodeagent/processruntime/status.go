@@ -400,12 +400,8 @@ func conditions(pod *v1.Pod, st v1.PodStatus, s PodStatus, now time.Time) []v1.P
 	ready.Type = v1.PodReady
 	ready.LastTransitionTime = cond(v1.PodReady, ready.Status == v1.ConditionTrue, "", "").LastTransitionTime
 	if ready.Status == v1.ConditionTrue && !terminal {
-		var gates []string
-		for _, g := range podstatus.UnmetReadinessGates(pod) {
-			gates = append(gates, string(g))
-		}
-		if len(gates) > 0 {
-			ready = cond(v1.PodReady, false, "ReadinessGatesNotReady", "readiness gates not ready: "+strings.Join(gates, ", "))
+		if msgs := podstatus.UnmetReadinessGateMessages(pod); len(msgs) > 0 {
+			ready = cond(v1.PodReady, false, "ReadinessGatesNotReady", strings.Join(msgs, ", "))
 		}
 	}
 	scheduled := cond(v1.PodScheduled, true, "", "")

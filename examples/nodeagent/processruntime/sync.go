@@ -76,6 +76,7 @@ func (r *Runtime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v
 			case pl.terminal:
 				return true, nil
 			case pl.wait > 0:
+				r.emitBackOff(p, pl.waitFor)
 				return false, podworker.RetryAfter(fmt.Errorf("%w: container %q of pod %s may restart in %v", ErrBackOff, pl.waitFor, podName(pod), pl.wait.Round(time.Millisecond)), pl.wait)
 			}
 			return false, nil

@@ -41,7 +41,9 @@ func (r *Runtime) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ PodStat
 		p.finalize = podStatusFn
 	}
 	procs := p.procsLocked()
+	killing := r.killingEventsLocked(p)
 	r.mu.Unlock()
+	r.emit(killing...)
 
 	if err := r.stop(ctx, procs, time.Duration(max(gracePeriod, 1))*time.Second); err != nil {
 		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)
@@ -176,11 +178,14 @@ func (r *Runtime) SyncTerminatingRuntimePod(ctx context.Context, rp podworker.Ru
 	r.mu.Lock()
 	p := r.pods[rp.UID]
 	var procs []*proc
+	var killing []Event
 	if p != nil {
 		p.terminating = true
 		procs = p.procsLocked()
+		killing = r.killingEventsLocked(p)
 	}
 	r.mu.Unlock()
+	r.emit(killing...)
 	if err := r.stop(ctx, procs, time.Second); err != nil {
 		return fmt.Errorf("processruntime: stopping runtime pod %s (%s): %w", name, rp.UID, err)
 	}

@@ -1,0 +1,133 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/admission"
+	"github.com/podkit/podkit/podworker"
+)
+
+// errShuttingDown is the Node's NotReady message while ShutdownNode runs,
+// the kubelet's.
+var errShuttingDown = errors.New("node is shutting down")
+
+// health is the heartbeat's view of the node: not ready once ShutdownNode
+// was called.
+func (a *Agent) health() error {
+	if a.shuttingDown.Load() {
+		return errShuttingDown
+	}
+	return nil
+}
+
+// ShutdownNode stops every pod of the node for a shutdown of the machine,
+// as the kubelet's node shutdown manager does: it records a Normal Shutdown
+// event on the Node, has the heartbeat post the Node NotReady ("node is
+// shutting down", with a NodeNotReady event) from its next beat on, and
+// lets lifecycle.Handler.ShutdownNode admit no new pod and stop the pods,
+// those that are not critical first. Each pod's final status is Failed
+// (unless it succeeded), reason Terminated, with a DisruptionTarget
+// condition (reason TerminationByKubelet), shown from the moment its
+// termination starts; each container gets a Killing event.
+//
+// It waits until Run has built the agent (or ctx ends), then returns the
+// handler's report and error (see lifecycle.Handler.ShutdownNode). Run goes
+// on; stop it afterwards. Call it from any goroutine.
+func (a *Agent) ShutdownNode(ctx context.Context, opts lifecycle.ShutdownOptions) (lifecycle.ShutdownReport, error) {
+	if _, err := a.Workers(ctx); err != nil {
+		return lifecycle.ShutdownReport{}, err
+	}
+	a.mu.Lock()
+	handler, recorder, node := a.handler, a.recorder, a.node
+	a.mu.Unlock()
+	if !a.shuttingDown.Swap(true) {
+		recorder.Eventf(kube.NodeRef(node), v1.EventTypeNormal, kube.ReasonNodeShutdown, "%s", kube.MessageNodeShutdown)
+	}
+	return handler.ShutdownNode(ctx, opts)
+}
+
+// EvictPod evicts the pod uid from the node, as the kubelet's eviction
+// manager evicts a pod it chose: it records a Warning Evicted event with
+// message on the pod, and kills the pod as an eviction, with gracePeriod
+// seconds (at most the pod's own; 0 means 1) and the final status of
+// kube.EvictionStatus: phase Failed, reason Evicted, message, and a
+// DisruptionTarget condition (reason TerminationByKubelet), shown from the
+// moment its termination starts. The pod stays in the API server, Failed,
+// as a pod the kubelet evicted does. Which pod to evict, and when, is the
+// caller's choice: podkit has no resource-pressure signals of its own.
+//
+// It returns nil once the pod's containers are stopped; ctx.Err() if ctx
+// ends first (the eviction goes on); an error if the agent has no such pod,
+// or the pod workers refuse the kill. Call it from any goroutine while Run
+// runs.
+func (a *Agent) EvictPod(ctx context.Context, uid types.UID, message string, gracePeriod int64) error {
+	workers, err := a.Workers(ctx)
+	if err != nil {
+		return err
+	}
+	if gracePeriod < 0 {
+		return fmt.Errorf("agent: EvictPod: grace period %d is negative", gracePeriod)
+	}
+	info, ok := workers.Pod(uid)
+	if !ok || info.Pod == nil {
+		return fmt.Errorf("agent: EvictPod: the node has no pod %s", uid)
+	}
+	a.mu.Lock()
+	recorder := a.recorder
+	a.mu.Unlock()
+	recorder.Eventf(info.Pod, v1.EventTypeWarning, kube.ReasonEvicted, "%s", message)
+	done := make(chan struct{})
+	grace := gracePeriod
+	err = workers.UpdatePod(ctx, podworker.UpdatePodOptions{
+		UpdateType: podworker.SyncPodKill,
+		Pod:        info.Pod,
+		MirrorPod:  info.MirrorPod,
+		StartTime:  time.Now(),
+		KillPodOptions: &podworker.KillPodOptions{
+			CompletedCh:                              done,
+			Evict:                                    true,
+			PodStatusFunc:                            kube.EvictionStatus(message, nil),
+			PodTerminationGracePeriodSecondsOverride: &grace,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("agent: EvictPod: %w", err)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// resourceAdmission returns the kubelet's resource admission for node: a
+// pod whose CPU or memory requests do not fit the Node's allocatable
+// resources (less what the other active pods request) is rejected with
+// OutOfcpu or OutOfmemory, and a pod beyond the allocatable pod count with
+// OutOfpods. A registered Node without allocatable resources is judged by
+// NodeObject's.
+func resourceAdmission(node *v1.Node) []admission.Handler {
+	allocatable := node.Status.Allocatable.DeepCopy()
+	if len(allocatable) == 0 {
+		allocatable = NodeObject(node.Name).Status.Allocatable
+	}
+	var out []admission.Handler
+	if fit, err := admission.NewResourceFitHandler(func() v1.ResourceList { return allocatable }); err == nil {
+		out = append(out, fit)
+	}
+	if pods, ok := allocatable[v1.ResourcePods]; ok {
+		if maxPods, err := admission.NewMaxPodsHandler(int(pods.Value())); err == nil {
+			out = append(out, maxPods)
+		}
+	}
+	return out
+}

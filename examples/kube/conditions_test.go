@@ -1,0 +1,120 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/podkit/podkit/examples/kube/agent"
+)
+
+// want is a pod condition a test expects: its status, reason and message.
+type want struct {
+	status          v1.ConditionStatus
+	reason, message string
+}
+
+// conditionsAre reports whether p has each of the conditions in ws.
+func conditionsAre(ws map[v1.PodConditionType]want) func(*v1.Pod) bool {
+	return func(p *v1.Pod) bool {
+		if p == nil {
+			return false
+		}
+		for typ, w := range ws {
+			c := condition(p, typ)
+			if c == nil || c.Status != w.status || c.Reason != w.reason || c.Message != w.message {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// testAgentConditions: a pod carries the kubelet's conditions, with the
+// kubelet's reasons and messages, through init containers, a readiness
+// gate and completion; a resync does not move their transition times.
+func testAgentConditions(t *testing.T, c *cluster) {
+	const node = "cond-node"
+	const gate = v1.PodConditionType("example.com/ready")
+	dir := t.TempDir()
+	real := c.nodeClient(t, node)
+	var gets atomic.Int64
+	cs := interceptedClient{Interface: real, core: interceptedCore{
+		CoreV1Interface: real.CoreV1(),
+		pods: func(p corev1client.PodInterface) corev1client.PodInterface {
+			return countingPods{PodInterface: p, name: "gated", gets: &gets}
+		},
+	}}
+	runAgent(t, agent.Config{Client: cs, NodeName: node, StateDir: t.TempDir(), ResyncInterval: 200 * time.Millisecond})
+
+	pod := apiPod("gated", node, shell(dir, `while [ ! -e $D/main-go ]; do sleep 0.05; done; exit 0`)...)
+	pod.Spec.InitContainers = []v1.Container{{Name: "init", Image: "none", Command: shell(dir, `while [ ! -e $D/init-go ]; do sleep 0.05; done`)}}
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: gate}}
+	pod = createPod(t, c, pod)
+
+	initializing := map[v1.PodConditionType]want{
+		v1.PodReadyToStartContainers: {v1.ConditionTrue, "", ""},
+		v1.PodInitialized:            {v1.ConditionFalse, "ContainersNotInitialized", "containers with incomplete status: [init]"},
+		v1.ContainersReady:           {v1.ConditionFalse, "ContainersNotReady", "containers with unready status: [main]"},
+		v1.PodReady:                  {v1.ConditionFalse, "ContainersNotReady", "containers with unready status: [main]"},
+		v1.PodScheduled:              {v1.ConditionTrue, "", ""},
+	}
+	waitForPod(t, c.admin, "default", pod.Name, "initializing", conditionsAre(initializing))
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "init-go"), nil, 0o600))
+	gated := map[v1.PodConditionType]want{
+		v1.PodReadyToStartContainers: {v1.ConditionTrue, "", ""},
+		v1.PodInitialized:            {v1.ConditionTrue, "", ""},
+		v1.ContainersReady:           {v1.ConditionTrue, "", ""},
+		v1.PodReady: {v1.ConditionFalse, "ReadinessGatesNotReady",
+			fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", gate)},
+	}
+	waitForPod(t, c.admin, "default", pod.Name, "waiting for its readiness gate", conditionsAre(gated))
+
+	// Whoever owns the gate sets it: the pod becomes Ready.
+	_, err := c.admin.CoreV1().Pods("default").Patch(testContext(t), pod.Name, types.StrategicMergePatchType,
+		[]byte(`{"status":{"conditions":[{"type":"example.com/ready","status":"True"}]}}`), metav1.PatchOptions{}, "status")
+	require.NoError(t, err)
+	ready := waitForPod(t, c.admin, "default", pod.Name, "Ready", conditionsAre(map[v1.PodConditionType]want{
+		v1.PodReady: {v1.ConditionTrue, "", ""},
+		gate:        {v1.ConditionTrue, "", ""},
+	}))
+
+	// Resyncs go on (each reads the pod, then writes what changed) for
+	// more than a second, the API server's time resolution: nothing moves.
+	captured := time.Now()
+	poll := func(what string, cond func() bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) { return cond(), nil })
+		require.NoError(t, err, what)
+	}
+	poll("two seconds", func() bool { return time.Since(captured) >= 2*time.Second })
+	base := gets.Load()
+	poll("three more resyncs", func() bool { return gets.Load() >= base+3 })
+	after, err := c.admin.CoreV1().Pods("default").Get(testContext(t), pod.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, ready.Status.Conditions, after.Status.Conditions, "a resync left the conditions and their transition times as they were")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main-go"), nil, 0o600))
+	waitForPod(t, c.admin, "default", pod.Name, "Succeeded, with the conditions of a completed pod", func(p *v1.Pod) bool {
+		return isPhase(v1.PodSucceeded)(p) && conditionsAre(map[v1.PodConditionType]want{
+			v1.PodReadyToStartContainers: {v1.ConditionFalse, "", ""},
+			v1.PodInitialized:            {v1.ConditionTrue, "PodCompleted", ""},
+			v1.ContainersReady:           {v1.ConditionFalse, "PodCompleted", ""},
+			v1.PodReady:                  {v1.ConditionFalse, "PodCompleted", ""},
+			gate:                         {v1.ConditionTrue, "", ""},
+		})(p)
+	})
+}

@@ -1,0 +1,49 @@
+package kube
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EvictionStatus returns the final-status function the kubelet's eviction
+// manager gives a pod it evicts, to hand to the pod workers as
+// podworker.KillPodOptions.PodStatusFunc: phase Failed, reason
+// ReasonEvicted, message, and a DisruptionTarget condition (True, reason
+// TerminationByKubelet, the same message) whose transition time is now
+// unless the status already has it True. It is idempotent, as WrapSyncer
+// needs. now defaults to time.Now.
+func EvictionStatus(message string, now func() time.Time) func(*v1.PodStatus) {
+	if now == nil {
+		now = time.Now
+	}
+	return func(status *v1.PodStatus) {
+		status.Phase = v1.PodFailed
+		status.Reason = ReasonEvicted
+		status.Message = message
+		setDisruptionTarget(status, v1.PodCondition{
+			Type:               v1.DisruptionTarget,
+			Status:             v1.ConditionTrue,
+			Reason:             v1.PodReasonTerminationByKubelet,
+			Message:            message,
+			LastTransitionTime: metav1.NewTime(now()),
+		})
+	}
+}
+
+// setDisruptionTarget puts cond into status, keeping the transition time of
+// a DisruptionTarget condition already True.
+func setDisruptionTarget(status *v1.PodStatus, cond v1.PodCondition) {
+	for i := range status.Conditions {
+		if status.Conditions[i].Type != cond.Type {
+			continue
+		}
+		if status.Conditions[i].Status == cond.Status {
+			cond.LastTransitionTime = status.Conditions[i].LastTransitionTime
+		}
+		status.Conditions[i] = cond
+		return
+	}
+	status.Conditions = append(status.Conditions, cond)
+}
