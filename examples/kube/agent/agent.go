@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/nodemetrics"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/mirror"
@@ -74,6 +75,14 @@ type Config struct {
 	RestartBackOff time.Duration
 	// Logger receives the agent's logs. Defaults to discarding them.
 	Logger logr.Logger
+
+	// Node is the Node registered when none of the name exists. Defaults
+	// to NodeObject(NodeName); set it to add labels or taints.
+	Node *v1.Node
+	// KubeletAPI, when set, serves the kubelet's read endpoints (container
+	// logs, /healthz, /metrics) over HTTPS, and publishes them in the
+	// Node's status.
+	KubeletAPI *KubeletAPIConfig
 }
 
 // Agent is one run of podkit-agent. Create it with New, run it with Run.
@@ -187,7 +196,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	cs := cfg.Client
 	core := cs.CoreV1()
 
-	if _, err := kube.RegisterNode(ctx, core, NodeObject(cfg.NodeName)); err != nil {
+	node := cfg.Node
+	if node == nil {
+		node = NodeObject(cfg.NodeName)
+	}
+	if _, err := kube.RegisterNode(ctx, core, node); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 
@@ -222,7 +235,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return processruntime.APIStatus(pod, st), nil
 	}
-	workers, err := podworker.New(kube.WrapSyncer(rt, writer, derive), podworker.Options[processruntime.PodStatus]{
+	metrics, err := nodemetrics.New(nodemetrics.Options{NodeName: cfg.NodeName})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	syncer := nodemetrics.WrapSyncer(rt, metrics, podRuns(rt))
+	workers, err := podworker.New(kube.WrapSyncer(syncer, writer, derive), podworker.Options[processruntime.PodStatus]{
+		Metrics:        metrics.Provider(),
 		Status:         rt,
 		ResyncInterval: cfg.ResyncInterval,
 		Logger:         log.WithName("podworker"),
@@ -272,6 +291,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 
+	if err := observe(metrics, workers, store, rt); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	var serveKubeletAPI func(context.Context) error
+	if cfg.KubeletAPI != nil {
+		serveKubeletAPI, err = listenKubeletAPI(ctx, cfg.KubeletAPI, cfg.NodeName, cs, store, metrics, log.WithName("kubeletapi"))
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+	}
+
 	a.mu.Lock()
 	a.workers = workers
 	a.mu.Unlock()
@@ -303,6 +333,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("API source", func(ctx context.Context) error { return apiSource.Run(ctx, config) })
 	if manifests != nil {
 		run("manifest source", func(ctx context.Context) error { return manifests.Run(ctx, config) })
+	}
+	if serveKubeletAPI != nil {
+		run("kubelet API", serveKubeletAPI)
 	}
 	if cfg.HeartbeatInterval >= 0 {
 		hb := &kube.NodeHeartbeat{Client: cs, NodeName: cfg.NodeName, Interval: cfg.HeartbeatInterval}
