@@ -12,8 +12,10 @@
 //   - podmanager: the desired pods, with static/mirror pod translation.
 //   - mirror: static and mirror pod rules, and the client that keeps mirror
 //     pods in the API server.
-//   - lifecycle: admission, the config dispatcher (HandlePod*),
-//     housekeeping, config sources.
+//   - lifecycle: the sync loop (the config dispatcher HandlePod*,
+//     housekeeping, node shutdown); lifecycle/podconfig: config sources and
+//     the merge of their snapshots; lifecycle/admission: whether a new pod
+//     may run.
 //   - examples/: a runnable node agent, a CRI syncer, API-server and
 //     virtual-kubelet integrations.
 //

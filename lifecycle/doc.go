@@ -1,54 +1,79 @@
-// Package lifecycle turns podkit's primitives into a node agent's main
-// loop: config sources and the merge of their snapshots (Config,
-// ManifestSource), admission (PodAdmitHandler), the dispatcher that drives
-// the pod workers (Handler and its HandlePod* methods), housekeeping, the
-// sync loop (Handler.Run) and graceful node shutdown (Handler.ShutdownNode).
-// An agent can adopt it whole or take it apart: every piece is a plain type
-// or method, and the Handler talks to the pod workers and the desired pod
-// store through small interfaces (PodUpdater, PodWindow, PodSnapshotter;
-// podmanager.DesiredPodStore).
+// Package lifecycle is a node agent's sync loop: the Handler takes config
+// updates, keeps the desired pods, admits new ones, drives the pod workers,
+// runs housekeeping, and shuts the node's pods down. Its two neighbours
+// are packages of their own, which it imports and which import nothing of
+// it:
+//
+//   - lifecycle/podconfig: where desired pods come from. Config sources (a
+//     ManifestSource, an API server source of yours) send full snapshots to
+//     a podconfig.Config, which turns them into podconfig.PodUpdates.
+//   - lifecycle/admission: whether a new pod may run. The Handler asks an
+//     admission.Chain of the admission.Handlers it is given.
 //
 // Data flows one way:
 //
-//	sources --SetPods--> Config --PodUpdate--> Handler.Run --UpdatePod--> podworker.PodWorkers --> your PodSyncer
-//	                                              |   ^
-//	                               desired pods   v   |  the window, SyncKnownPods
-//	                                        podmanager.DesiredPodStore
+//	sources --SetPods--> podconfig.Config --PodUpdate--> Handler.Run --UpdatePod--> podworker.PodWorkers --> your PodSyncer
+//	                                                      |   ^
+//	                                       desired pods   v   |  the window, SyncKnownPods
+//	                                               PodStore (podmanager.Manager)
+//
+// The Handler talks to the pod workers and the store through interfaces it
+// declares, no wider than what it calls: Workers (WorkerRunner, PodUpdater,
+// PodWindow, PodSnapshotter) and PodStore (PodStoreReader,
+// PodStoreWriter). *podworker.PodWorkers[T] and *podmanager.Manager
+// implement them.
+//
+// # Where each job lives
+//
+//	handler.go       Handler, Options, NewHandler, SourcesReady
+//	run.go           Run: the loop, and the workers' lifetime
+//	dispatch.go      Dispatch and the HandlePod* methods, one skeleton (apply)
+//	admit.go         admission of one pod, and what a rejection does
+//	rejected.go      the set of pods admission rejected
+//	active.go        GetActivePods: the pods whose resources are in use
+//	readiness.go     when a status-only change needs a sync (readiness gates)
+//	housekeeping.go  Housekeeping: closing the loop with the workers and runtime
+//	mirrorpods.go    housekeeping's mirror pod steps
+//	shutdown.go      ShutdownNode, and critical.go: which pods go last
+//	workers.go       the Workers interfaces, and sending updates to them
+//	store.go         the PodStore interfaces
+//	recorder.go      Recorder and the event reasons of this package
 //
 // # Usage
 //
 //	store := podmanager.New()
 //	workers, _ := podworker.New[Status](syncer, podworker.Options[Status]{...})
-//	cfg, _ := lifecycle.NewConfig(lifecycle.ConfigOptions{Recorder: rec})
+//	cfg, _ := podconfig.New(podconfig.Options{Recorder: rec})
 //	h, _ := lifecycle.NewHandler(workers, store, lifecycle.Options{
-//		AdmitHandlers: []lifecycle.PodAdmitHandler{fit, maxPods},
+//		AdmitHandlers: []admission.Handler{fit, maxPods},
 //		MirrorClient:  mirrorClient,            // nil without an API server
 //		RuntimePods:   runtimeLister,           // nil if the runtime cannot list pods
 //		Sources:       []string{mirror.FileSource, mirror.ApiserverSource},
-//		RunWorkers:    workers.Run,             // Run starts and drains the workers
 //		OnReject:      writeStatus,
 //	})
-//	manifests, _ := lifecycle.NewManifestSource("/etc/kubernetes/manifests", lifecycle.ManifestOptions{NodeName: node})
+//	manifests, _ := podconfig.NewManifestSource("/etc/kubernetes/manifests", podconfig.ManifestOptions{NodeName: node})
 //	go manifests.Run(ctx, cfg)
 //	go apiSource(ctx, cfg) // cfg.SetPods(ctx, mirror.ApiserverSource, podsBoundToThisNode)
 //	go onSignal(func() { h.ShutdownNode(shutdownCtx, lifecycle.ShutdownOptions{GracePeriod: 30 * time.Second}) })
-//	err := h.Run(ctx, cfg.Updates()) // returns after ctx ends and the workers drained
+//	err := h.Run(ctx, cfg.Updates()) // runs the workers; returns after ctx ends and they drained
 //
 // The embedder's duties:
 //
-//  1. Create one podmanager.DesiredPodStore and one podworker.PodWorkers and
-//     give both to NewHandler; send every config change through the Handler
-//     (Run, Dispatch or the HandlePod* methods), never to the store or the
-//     workers directly, so both stay in step.
-//  2. Start the workers exactly once: either set Options.RunWorkers to their
-//     Run and let Handler.Run own them (recommended: one ctx, one return,
-//     nothing left running), or run them yourself alongside Run.
-//  3. Feed every config source into one Config with full snapshots
-//     (SetPods), each under its own source name: mirror.ApiserverSource for
-//     the API server (the only source that may send mirror pods),
-//     mirror.FileSource for manifests. List in Options.Sources every
-//     source whose absence must not be read as "no pods", so nothing is
-//     killed before it has spoken.
+//  1. Create one PodStore (a podmanager.Manager) and one
+//     podworker.PodWorkers and give both to NewHandler; send every config
+//     change through the Handler (Run, Dispatch or the HandlePod* methods),
+//     never to the store or the workers directly, so both stay in step.
+//  2. Let Handler.Run run the workers: it starts them, and stops and drains
+//     them when its ctx ends (one ctx, one return, nothing left running).
+//     Do not run them yourself as well; Run reports that at once. Only an
+//     agent that drives Dispatch and Housekeeping from a loop of its own,
+//     instead of Run, runs the workers itself.
+//  3. Feed every config source into one podconfig.Config with full
+//     snapshots (SetPods), each under its own source name:
+//     mirror.ApiserverSource for the API server (the only source that may
+//     send mirror pods), mirror.FileSource for manifests. List in
+//     Options.Sources every source whose absence must not be read as "no
+//     pods", so nothing is killed before it has spoken.
 //  4. Write the status Options.OnReject hands you (an API-server agent
 //     writes it to the pod), and apply the PodStatusFunc that
 //     SyncTerminatingPod receives to the final status.
@@ -62,43 +87,45 @@
 //
 // # Lifecycle of a pod through the Handler
 //
-//	ADD ---> store.AddPod ---> admission --rejected--> event + OnReject (never reaches the workers)
-//	                              |
-//	                           admitted ---> UpdatePod(create) ---> SyncPod ...
-//	UPDATE / DELETE ---> store.UpdatePod ---> UpdatePod(update)   (a deletion carries its grace period)
-//	REMOVE ---> store.RemovePod ---> UpdatePod(kill)              (once the sources are ready)
+//	OpAdd ---> store.AddPod ---> admission --rejected--> event + OnReject (never reaches the workers)
+//	                                |
+//	                             admitted ---> UpdatePod(create) ---> SyncPod ...
+//	OpUpdate / OpDelete ---> store.UpdatePod ---> UpdatePod(update)   (a deletion carries its grace period)
+//	OpRemove ---> store.RemovePod ---> UpdatePod(kill)                (once the sources are ready)
 //	housekeeping ---> SyncKnownPods: finished and undesired workers are forgotten,
 //	                  live undesired ones terminated; unknown active pods re-created;
 //	                  orphaned mirrors deleted once their static pod is terminated;
 //	                  unknown runtime pods killed
 //
 // Mirror pods never get a worker: an added, updated or removed mirror pod is
-// an update of its static pod.
+// an update of its static pod. A nil pod or a pod without a UID, given to
+// Dispatch or to any HandlePod* method, is dropped by one rule: an error
+// log line and, unless it is nil, a podconfig.ReasonFailedValidation event.
 //
 // # Concurrency
 //
-// Config and ManifestSource methods are safe for concurrent use. The
-// Handler's Dispatch, HandlePod* and Housekeeping methods are serialized
-// with each other: they are the sync loop's critical section, and Run calls
-// them from its goroutine. The callbacks they make (admission handlers,
-// OnReject, the RuntimePodLister, the MirrorPodClient, the Recorder) run
-// inside that section and must not call them back; they may call
-// GetActivePods and SourcesReady. ShutdownNode runs on its caller's
+// The Handler's Dispatch, HandlePod* and Housekeeping methods are
+// serialized with each other: they are the sync loop's critical section,
+// and Run calls them from its goroutine. The callbacks they make (admission
+// handlers, OnReject, the RuntimePodLister, the MirrorPodClient, the
+// Recorder) run inside that section and must not call them back; they may
+// call GetActivePods and SourcesReady. ShutdownNode runs on its caller's
 // goroutine, concurrently with Run. No lock of this package is held while
 // the pod workers run hooks.
 //
 // # Where podkit differs from the kubelet
 //
 //   - Sources cannot lie: the config source annotation is stamped from the
-//     source a pod came through (by Config and again by Dispatch), so an
-//     API pod carrying "kubernetes.io/config.source: file" is still an API
-//     pod, and a mirror pod can only come from the API server source.
+//     source a pod came through (by podconfig.Config and again by
+//     Dispatch), so an API pod carrying "kubernetes.io/config.source: file"
+//     is still an API pod, and a mirror pod can only come from the API
+//     server source.
 //   - There is no status manager: a pod admission rejects is remembered by
 //     the Handler (it is not active, and its later updates are not sent to
 //     the workers) and its status is handed to Options.OnReject.
 //   - Housekeeping keeps mirror pods in step (the kubelet does it in its
 //     SyncPod), and when listing the runtime fails it still does every step
 //     that does not need the list.
-//   - A ManifestSource reads only *.yaml, *.yml and *.json files, decodes
-//     them strictly, and applies no API defaulting.
+//   - Handler.Run owns the pod workers' lifetime; the kubelet starts its
+//     pod workers lazily, one goroutine per pod, from its sync loop.
 package lifecycle

@@ -18,6 +18,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/mirror/mirrortest"
 	"github.com/podkit/podkit/podmanager"
@@ -107,7 +108,7 @@ type env struct {
 	store   *podmanager.Manager
 	mirrors *mirrortest.FakeClient
 	runtime *runtimePods
-	cfg     *lifecycle.Config
+	cfg     *podconfig.Config
 	h       *lifecycle.Handler
 	events  *events
 
@@ -135,12 +136,11 @@ func newEnv(t *testing.T, configure func(*lifecycle.Options)) *env {
 	var err error
 	e.workers, err = podworker.New[struct{}](e.syncer, podworker.Options[struct{}]{Clock: e.clock})
 	require.NoError(t, err)
-	e.cfg, err = lifecycle.NewConfig(lifecycle.ConfigOptions{Recorder: e.events, Clock: e.clock})
+	e.cfg, err = podconfig.New(podconfig.Options{Recorder: e.events, Clock: e.clock})
 	require.NoError(t, err)
 	opts := lifecycle.Options{
 		MirrorClient:         e.mirrors,
 		RuntimePods:          e.runtime,
-		RunWorkers:           e.workers.Run,
 		HousekeepingInterval: housekeepingInterval,
 		Recorder:             e.events,
 		Clock:                e.clock,

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/admission"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 	"github.com/podkit/podkit/podworker/podworkertest"
@@ -30,14 +32,14 @@ func uids(pods []*v1.Pod) []types.UID {
 
 func TestAdditionsWithAdmissionRejection(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		maxPods, err := lifecycle.NewMaxPodsHandler(2)
+		maxPods, err := admission.NewMaxPodsHandler(2)
 		require.NoError(t, err)
-		fit, err := lifecycle.NewResourceFitHandler(func() v1.ResourceList {
+		fit, err := admission.NewResourceFitHandler(func() v1.ResourceList {
 			return v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi")}
 		})
 		require.NoError(t, err)
 		e := newEnv(t, func(o *lifecycle.Options) {
-			o.AdmitHandlers = []lifecycle.PodAdmitHandler{maxPods, fit}
+			o.AdmitHandlers = []admission.Handler{maxPods, fit}
 		})
 		e.start()
 
@@ -60,10 +62,10 @@ func TestAdditionsWithAdmissionRejection(t *testing.T) {
 		require.Len(t, rej, 2)
 		assert.Equal(t, types.UID("b"), rej[0].UID)
 		assert.Equal(t, v1.PodFailed, rej[0].Status.Phase)
-		assert.Equal(t, lifecycle.ReasonOutOfCPU, rej[0].Status.Reason)
+		assert.Equal(t, admission.ReasonOutOfCPU, rej[0].Status.Reason)
 		assert.Equal(t, "Pod was rejected: Node didn't have enough resource: cpu, requested: 600, used: 500, capacity: 1000", rej[0].Status.Message)
 		assert.Equal(t, types.UID("d"), rej[1].UID)
-		assert.Equal(t, lifecycle.ReasonOutOfPods, rej[1].Status.Reason, "the first rejection wins")
+		assert.Equal(t, admission.ReasonOutOfPods, rej[1].Status.Reason, "the first rejection wins")
 		assert.Equal(t, []string{"OutOfcpu b_default", "OutOfpods d_default"}, e.events.reasons())
 		assert.ElementsMatch(t, []types.UID{"a", "c"}, uids(e.h.GetActivePods()))
 
@@ -392,10 +394,10 @@ func TestRuntimeOrphansKilled(t *testing.T) {
 
 func TestDeletedTerminalPodUnknownToWorkersIsKilled(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		reject := lifecycle.PodAdmitHandlerFunc(func(context.Context, *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
-			return lifecycle.PodAdmitResult{Reason: "NoWay", Message: "not here"}
+		reject := admission.HandlerFunc(func(context.Context, *admission.Attributes) admission.Result {
+			return admission.Result{Reason: "NoWay", Message: "not here"}
 		})
-		e := newEnv(t, func(o *lifecycle.Options) { o.AdmitHandlers = []lifecycle.PodAdmitHandler{reject} })
+		e := newEnv(t, func(o *lifecycle.Options) { o.AdmitHandlers = []admission.Handler{reject} })
 		e.start()
 		pod := apiPod("rej", "job", 0)
 		e.set(mirror.ApiserverSource, pod)
@@ -439,7 +441,7 @@ func TestSourceStamping(t *testing.T) {
 		// Dispatch stamps too, for updates that bypass Config.
 		direct := apiPod("direct", "direct", 1)
 		direct.Annotations = map[string]string{mirror.ConfigSourceAnnotationKey: "http"}
-		require.NoError(t, e.h.Dispatch(e.ctx, lifecycle.PodUpdate{Op: lifecycle.ADD, Pods: []*v1.Pod{direct}, Source: mirror.ApiserverSource}))
+		require.NoError(t, e.h.Dispatch(e.ctx, podconfig.PodUpdate{Op: podconfig.OpAdd, Pods: []*v1.Pod{direct}, Source: mirror.ApiserverSource}))
 		synctest.Wait()
 		info, _ = e.workers.Pod("direct")
 		assert.False(t, info.Static)
@@ -448,10 +450,10 @@ func TestSourceStamping(t *testing.T) {
 		// And a file pod claiming to be a mirror is refused.
 		fake := staticPod(t, "fake-mirror", "fake")
 		fake.Annotations[mirror.ConfigMirrorAnnotationKey] = "x"
-		require.NoError(t, e.h.Dispatch(e.ctx, lifecycle.PodUpdate{Op: lifecycle.ADD, Pods: []*v1.Pod{fake}, Source: mirror.FileSource}))
+		require.NoError(t, e.h.Dispatch(e.ctx, podconfig.PodUpdate{Op: podconfig.OpAdd, Pods: []*v1.Pod{fake}, Source: mirror.FileSource}))
 		_, stored2 := e.store.GetPodByUID("fake-mirror")
 		assert.False(t, stored2)
-		assert.Contains(t, e.events.reasons(), lifecycle.ReasonFailedValidation+" "+mirror.PodFullName(fake))
+		assert.Contains(t, e.events.reasons(), podconfig.ReasonFailedValidation+" "+mirror.PodFullName(fake))
 	})
 }
 
@@ -467,45 +469,10 @@ func TestDuplicateFullNamesRejected(t *testing.T) {
 		assert.False(t, known)
 		evs := e.events.all()
 		require.Len(t, evs, 1)
-		assert.Equal(t, lifecycle.ReasonFailedValidation, evs[0].Reason)
+		assert.Equal(t, podconfig.ReasonFailedValidation, evs[0].Reason)
 		assert.Equal(t, v1.EventTypeWarning, evs[0].Type)
 		assert.Equal(t, types.UID("second"), evs[0].Object.(*v1.Pod).UID)
 		assert.Contains(t, evs[0].Message, "same full name")
-	})
-}
-
-func TestRunDrainsWorkers(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		e := newEnv(t, nil)
-		e.start()
-		gate := e.syncer.Hold("slow", podworkertest.HookSyncPod)
-		e.set(mirror.ApiserverSource, apiPod("slow", "slow", 0))
-		require.NoError(t, gate.Wait(e.ctx))
-
-		e.stop()
-		e.stop = nil
-		err := <-e.runDone
-		require.NoError(t, err)
-		select {
-		case <-gate.Returned():
-		default:
-			t.Fatal("Run returned while a hook was still running")
-		}
-		calls := e.syncer.CallsFor("slow")
-		assert.True(t, calls[0].Canceled, "the hook saw its context end")
-		assert.ErrorIs(t, e.workers.UpdatePod(t.Context(), podworker.UpdatePodOptions{Pod: apiPod("x", "x", 0)}), podworker.ErrStopped)
-	})
-}
-
-func TestRunReportsWorkersStoppingEarly(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		e := newEnv(t, func(o *lifecycle.Options) {
-			o.RunWorkers = func(ctx context.Context) error { return errors.New("boom") }
-		})
-		err := e.h.Run(t.Context(), nil)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "boom")
-		assert.ErrorContains(t, e.h.Run(t.Context(), nil), "called twice")
 	})
 }
 
@@ -528,10 +495,10 @@ func TestHousekeepingReportsRuntimeListFailure(t *testing.T) {
 func TestDispatchRejectsBadUpdates(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		e := newEnv(t, nil)
-		assert.ErrorContains(t, e.h.Dispatch(e.ctx, lifecycle.PodUpdate{Op: lifecycle.ADD}), "no source")
-		assert.ErrorContains(t, e.h.Dispatch(e.ctx, lifecycle.PodUpdate{Op: 9, Source: "api"}), "unknown operation")
+		assert.ErrorContains(t, e.h.Dispatch(e.ctx, podconfig.PodUpdate{Op: podconfig.OpAdd}), "no source")
+		assert.ErrorContains(t, e.h.Dispatch(e.ctx, podconfig.PodUpdate{Op: 9, Source: "api"}), "unknown operation")
 		// Nil pods are dropped, not a panic.
-		require.NoError(t, e.h.Dispatch(e.ctx, lifecycle.PodUpdate{Op: lifecycle.ADD, Source: "api", Pods: []*v1.Pod{nil}}))
+		require.NoError(t, e.h.Dispatch(e.ctx, podconfig.PodUpdate{Op: podconfig.OpAdd, Source: "api", Pods: []*v1.Pod{nil}}))
 		e.h.HandlePodAdditions(e.ctx, []*v1.Pod{nil, {}})
 		e.h.HandlePodUpdates(e.ctx, []*v1.Pod{nil})
 		e.h.HandlePodRemoves(e.ctx, []*v1.Pod{nil})
@@ -547,10 +514,35 @@ func TestNewHandlerValidates(t *testing.T) {
 	assert.ErrorContains(t, err, "lifecycle: ")
 	_, err = lifecycle.NewHandler(e.workers, nil, lifecycle.Options{})
 	assert.ErrorContains(t, err, "store")
-	_, err = lifecycle.NewHandler(e.workers, e.store, lifecycle.Options{AdmitHandlers: []lifecycle.PodAdmitHandler{nil}})
+	_, err = lifecycle.NewHandler(e.workers, e.store, lifecycle.Options{AdmitHandlers: []admission.Handler{nil}})
 	assert.ErrorContains(t, err, "AdmitHandlers[0]")
 	_, err = lifecycle.NewHandler(e.workers, e.store, lifecycle.Options{HousekeepingInterval: -time.Second})
 	assert.ErrorContains(t, err, "HousekeepingInterval")
 	_, err = lifecycle.NewHandler(e.workers, e.store, lifecycle.Options{Sources: []string{""}})
 	assert.ErrorContains(t, err, "Sources[0]")
+}
+
+func TestAdmissionOrderAndReasonlessRejection(t *testing.T) {
+	var asked []string
+	handler := func(name string, r admission.Result) admission.Handler {
+		return admission.HandlerFunc(func(ctx context.Context, attrs *admission.Attributes) admission.Result {
+			asked = append(asked, name)
+			assert.Equal(t, admission.AddOperation, attrs.Operation)
+			return r
+		})
+	}
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, func(o *lifecycle.Options) {
+			o.AdmitHandlers = []admission.Handler{
+				handler("yes", admission.Result{Admit: true}),
+				handler("mute", admission.Result{}),
+				handler("never asked", admission.Result{Reason: "Late"}),
+			}
+		})
+		e.h.HandlePodAdditions(e.ctx, []*v1.Pod{apiPod("p", "p", 0)})
+		assert.Equal(t, []string{"yes", "mute"}, asked)
+		rej := e.rejections()
+		require.Len(t, rej, 1)
+		assert.Equal(t, admission.ReasonUnexpectedAdmissionError, rej[0].Status.Reason)
+	})
 }

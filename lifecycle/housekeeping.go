@@ -4,12 +4,37 @@ import (
 	"context"
 	"fmt"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podkit/podkit/internal/podstatus"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
+
+// RuntimePodLister lists the pods the container runtime has, so
+// housekeeping can kill those no pod worker knows (left over from before the
+// agent started, or from a crash). It is optional: without it that step is
+// skipped.
+type RuntimePodLister interface {
+	// ListRuntimePods returns every pod that has a container or sandbox in
+	// the runtime, running or not yet removed. It is called from the sync
+	// loop's goroutine during Housekeeping, must honour ctx, and must not
+	// call the Handler's Handle*, Dispatch or Housekeeping methods. The
+	// slice is the caller's. An error makes housekeeping skip the steps
+	// that need the list (it is returned by Housekeeping); the other steps
+	// still run.
+	ListRuntimePods(ctx context.Context) ([]podworker.RuntimePod, error)
+}
+
+// RuntimePodListerFunc adapts a function to a RuntimePodLister.
+type RuntimePodListerFunc func(ctx context.Context) ([]podworker.RuntimePod, error)
+
+// ListRuntimePods calls f.
+func (f RuntimePodListerFunc) ListRuntimePods(ctx context.Context) ([]podworker.RuntimePod, error) {
+	return f(ctx)
+}
+
+var _ RuntimePodLister = RuntimePodListerFunc(nil)
 
 // Housekeeping brings the pod workers, the runtime and the mirror pods back
 // in line with the desired pods. In order:
@@ -56,13 +81,10 @@ func (h *Handler) Housekeeping(ctx context.Context) error {
 	for _, p := range pods {
 		desired[p.UID] = struct{}{}
 	}
-	h.mu.Lock()
-	for uid := range h.rejected {
-		if _, ok := desired[uid]; !ok {
-			delete(h.rejected, uid)
-		}
-	}
-	h.mu.Unlock()
+	h.rejected.retain(func(uid types.UID) bool {
+		_, ok := desired[uid]
+		return ok
+	})
 
 	h.deleteOrphanedMirrors(ctx, orphanedMirrors, mirrorPods)
 
@@ -97,7 +119,7 @@ func (h *Handler) Housekeeping(ctx context.Context) error {
 		inRuntime[rp.UID] = struct{}{}
 	}
 	for _, p := range pods {
-		if p.DeletionTimestamp == nil || !isTerminalPhase(p) || mirror.IsMirrorPod(p) {
+		if p.DeletionTimestamp == nil || !podstatus.IsTerminal(p.Status.Phase) || mirror.IsMirrorPod(p) {
 			continue
 		}
 		if _, known := working[p.UID]; known {
@@ -127,78 +149,4 @@ func (h *Handler) Housekeeping(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// deleteOrphanedMirrors deletes the mirror pods whose static pod is gone,
-// except those whose static pod is still terminating. Each delete names
-// the UID of the mirror config has, so it never removes a newer object
-// under that name, and works for a node identity that may no longer read
-// the pod (see mirror.Client.DeleteMirrorPod).
-func (h *Handler) deleteOrphanedMirrors(ctx context.Context, fullNames []string, mirrorPods []*v1.Pod) {
-	if h.mirrors == nil || len(fullNames) == 0 {
-		return
-	}
-	uids := make(map[string]types.UID, len(mirrorPods))
-	for _, m := range mirrorPods {
-		uids[mirror.PodFullName(m)] = m.UID
-	}
-	for _, name := range fullNames {
-		if h.workers.IsPodForMirrorPodTerminatingByFullName(name) {
-			h.log.V(4).Info("Keeping the mirror pod of a static pod that is still terminating", "pod", name)
-			continue
-		}
-		var uid *types.UID
-		if u, ok := uids[name]; ok {
-			uid = &u
-		}
-		deleted, err := h.mirrors.DeleteMirrorPod(ctx, name, uid)
-		if err != nil {
-			h.log.Error(err, "Deleting an orphaned mirror pod failed; housekeeping will retry", "pod", name)
-			continue
-		}
-		if deleted {
-			h.log.V(4).Info("Deleted orphaned mirror pod", "pod", name)
-		}
-	}
-}
-
-// syncMirrorPods makes each running static pod's mirror pod current.
-func (h *Handler) syncMirrorPods(ctx context.Context, pods []*v1.Pod) {
-	if h.mirrors == nil {
-		return
-	}
-	for _, p := range pods {
-		if !mirror.IsStaticPod(p) || h.isInactive(p) {
-			continue
-		}
-		info, ok := h.workers.Pod(p.UID)
-		if !ok || !info.Started || info.TerminationRequested {
-			continue
-		}
-		name := mirror.PodFullName(p)
-		current, hasMirror := h.store.GetMirrorPodByPod(p)
-		if hasMirror && (current.DeletionTimestamp != nil || !mirror.IsMirrorPodOf(current, p)) {
-			uid := current.UID
-			h.log.V(4).Info("Deleting a stale mirror pod", "pod", name, "mirrorPodUID", uid)
-			deleted, err := h.mirrors.DeleteMirrorPod(ctx, name, &uid)
-			if err != nil {
-				h.log.Error(err, "Deleting a stale mirror pod failed; housekeeping will retry", "pod", name)
-				h.recorder.Eventf(p, v1.EventTypeWarning, ReasonFailedMirrorPod, "Deleting the stale mirror pod of %s failed: %v", name, err)
-				continue
-			}
-			if !deleted {
-				// Already gone or replaced: wait for config to show it.
-				continue
-			}
-		}
-		if hasMirror && current.DeletionTimestamp == nil && mirror.IsMirrorPodOf(current, p) {
-			continue
-		}
-		if err := h.mirrors.CreateMirrorPod(ctx, p); err != nil {
-			h.log.Error(err, "Creating a mirror pod failed; housekeeping will retry", "pod", name)
-			h.recorder.Eventf(p, v1.EventTypeWarning, ReasonFailedMirrorPod, "Creating the mirror pod of %s failed: %v", name, err)
-			continue
-		}
-		h.log.V(4).Info("Mirror pod is in place", "pod", name)
-	}
 }

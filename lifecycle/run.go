@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/podkit/podkit/lifecycle/podconfig"
 )
 
 // Run is the node agent's sync loop. It dispatches each update received
@@ -12,22 +14,21 @@ import (
 // ready, until ctx ends. A closed updates channel means no more config:
 // Run keeps housekeeping until ctx ends.
 //
-// Starting the pod workers: set Options.RunWorkers to the workers' Run and
-// let Run start them; this is the intended wiring. Run then starts them
-// first, and when ctx ends it stops dispatching, cancels the workers'
-// context, and returns only after their Run has returned, that is after
-// every hook they started has returned. If the workers' Run returns while
-// the loop still runs (it was already running, say), Run stops and returns
-// an error wrapping the workers' error. Without Options.RunWorkers, the
-// caller runs the workers itself (before or alongside Run, for instance in
-// an errgroup with the same ctx) and Run returns as soon as its loop
-// stops; the workers then drain on their own.
+// Run owns the pod workers' lifetime: it starts their Run first (so a
+// loop whose updates reach no worker cannot happen), and when ctx ends it
+// stops dispatching, cancels the workers' context, and returns only after
+// their Run has returned, that is after every hook they started has
+// returned. Do not run the workers yourself as well: if their Run returns
+// while the loop still runs (a podworker.PodWorkers already running
+// refuses a second Run at once), Run stops and returns an error wrapping
+// theirs. An agent with a loop of its own calls Dispatch and Housekeeping
+// instead of Run, and then runs the workers itself.
 //
 // Run may be called once; a second call returns an error at once. Call it
 // from a goroutine of its own; everything it does happens there, so the
 // Handler's callbacks (admission handlers, OnReject, the RuntimePodLister,
 // the MirrorClient) run on it. It returns nil when ctx ended.
-func (h *Handler) Run(ctx context.Context, updates <-chan PodUpdate) error {
+func (h *Handler) Run(ctx context.Context, updates <-chan podconfig.PodUpdate) error {
 	h.mu.Lock()
 	if h.running {
 		h.mu.Unlock()
@@ -39,9 +40,7 @@ func (h *Handler) Run(ctx context.Context, updates <-chan PodUpdate) error {
 	workersDone := make(chan error, 1)
 	workersCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
-	if h.runWorkers != nil {
-		go func() { workersDone <- h.runWorkers(workersCtx) }()
-	}
+	go func() { workersDone <- h.workers.Run(workersCtx) }()
 
 	ticker := h.clock.NewTicker(h.interval)
 	defer ticker.Stop()
@@ -79,7 +78,7 @@ loop:
 
 	h.log.Info("Stopping the pod sync loop")
 	stopWorkers()
-	if h.runWorkers != nil && workersDone != nil {
+	if workersDone != nil {
 		if err := <-workersDone; err != nil && loopErr == nil {
 			loopErr = fmt.Errorf("lifecycle: the pod workers stopped with an error: %w", err)
 		}

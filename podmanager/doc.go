@@ -2,11 +2,11 @@
 // sources say should run on the node, and the mirror pods that stand for its
 // static pods in the API server.
 //
-// The rest of podkit reads and writes the desired pods through the
-// DesiredPodStore interface (and its role parts PodReader, MirrorPodReader
-// and PodWriter), so an agent can put its own store behind it, for instance
-// one fed by an informer. Manager, from New, is the in-memory store that
-// matches the kubelet's pod manager.
+// Manager, from New, is the in-memory store that matches the kubelet's pod
+// manager. Its users declare the part of it they call: lifecycle.Handler
+// takes a lifecycle.PodStore (seven of Manager's methods), so an agent can
+// put its own store there, for instance one fed by an informer, as long as
+// it keeps the rules documented on Manager's methods.
 //
 // # Static pods, mirror pods and UID translation
 //

@@ -10,7 +10,7 @@ import (
 	"github.com/podkit/podkit/mirror"
 )
 
-// Manager is the in-memory DesiredPodStore. It indexes non-mirror pods and
+// Manager is the in-memory store of desired pods. It indexes non-mirror pods and
 // mirror pods by UID and by full name, and derives the static/mirror pairing
 // and the UID translation from those indexes, so they can never go stale.
 //

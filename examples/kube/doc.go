@@ -9,7 +9,7 @@
 //     (with the Node as controller owner, deletes bound to a UID).
 //   - APISource is the config source of the pods bound to the node: an
 //     informer with a spec.nodeName field selector whose full snapshots go
-//     to a lifecycle.Config, which makes them lifecycle.PodUpdates of the
+//     to a podconfig.Config, which makes them podconfig.PodUpdates of the
 //     "api" source.
 //   - StatusWriter, with WrapSyncer, is a plain status manager: after each
 //     sync the pod's derived v1.PodStatus is patched onto its status
@@ -33,7 +33,7 @@
 //     name, NodeUID(cs.CoreV1(), name)), list mirror.ApiserverSource in
 //     its Sources, and let OnReject call StatusWriter.SetPodStatus.
 //  4. Run, each on its own goroutine: the Handler, StatusWriter.Run with the
-//     pod workers, APISource.Run into a lifecycle.Config, and optionally a
+//     pod workers, APISource.Run into a podconfig.Config, and optionally a
 //     NodeHeartbeat.
 //
 // # Node identity

@@ -11,6 +11,7 @@ import (
 
 	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
@@ -52,12 +53,11 @@ func Example() {
 		MirrorClient: mirror.NewClient(kube.NewPodAPI(cs.CoreV1()), node, kube.NodeUID(cs.CoreV1(), node)),
 		OnReject:     func(_ context.Context, pod *v1.Pod, st v1.PodStatus) { writer.SetPodStatus(pod, st) },
 		Sources:      []string{mirror.ApiserverSource},
-		RunWorkers:   workers.Run,
 	})
 	if err != nil {
 		panic(err)
 	}
-	config, err := lifecycle.NewConfig(lifecycle.ConfigOptions{})
+	config, err := podconfig.New(podconfig.Options{})
 	if err != nil {
 		panic(err)
 	}

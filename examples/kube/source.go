@@ -16,7 +16,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 )
 
@@ -36,9 +36,9 @@ type APISourceOptions struct {
 // lists and watches them through a client-go informer with a
 // spec.nodeName field selector — the only pod list a node identity may make
 // under the Node authorizer — and sends each state of the set as a full
-// snapshot to a lifecycle.PodSink, normally a *lifecycle.Config, which
+// snapshot to a podconfig.PodSink, normally a *podconfig.Config, which
 // stamps every pod with the source's name and turns the snapshots into
-// lifecycle.PodUpdates (ADD, UPDATE, DELETE, RECONCILE, REMOVE).
+// podconfig.PodUpdates (OpAdd, OpUpdate, OpDelete, OpReconcile, OpRemove).
 //
 // Snapshots start once the informer has listed everything, so the first one
 // is complete (a partial first snapshot would make the agent kill the pods
@@ -95,7 +95,7 @@ func ListerWatcher(pods corev1client.PodsGetter, nodeName string) *cache.ListWat
 // another reason than ctx ending, or for a nil sink. Call it from a
 // goroutine of its own; the informer runs on goroutines that end before
 // Run returns.
-func (s *APISource) Run(ctx context.Context, sink lifecycle.PodSink) error {
+func (s *APISource) Run(ctx context.Context, sink podconfig.PodSink) error {
 	if sink == nil {
 		return errors.New("kube: APISource.Run needs a PodSink, got nil")
 	}

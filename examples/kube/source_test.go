@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/podkit/podkit/examples/kube"
-	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 )
 
@@ -30,7 +30,7 @@ func apiPod(name, node string, command ...string) *v1.Pod {
 }
 
 // nextUpdate returns the next update of config, failing t at the deadline.
-func nextUpdate(t *testing.T, ctx context.Context, config *lifecycle.Config) lifecycle.PodUpdate {
+func nextUpdate(t *testing.T, ctx context.Context, config *podconfig.Config) podconfig.PodUpdate {
 	t.Helper()
 	select {
 	case u := <-config.Updates():
@@ -38,7 +38,7 @@ func nextUpdate(t *testing.T, ctx context.Context, config *lifecycle.Config) lif
 		return u
 	case <-ctx.Done():
 		t.Fatalf("no update from the API source: %v", ctx.Err())
-		return lifecycle.PodUpdate{}
+		return podconfig.PodUpdate{}
 	}
 }
 
@@ -51,7 +51,7 @@ func uidsOf(pods []*v1.Pod) []types.UID {
 }
 
 // testAPISource runs kube.APISource, as the node itself, into a real
-// lifecycle.Config: the node's pods, and only they, arrive as PodUpdates
+// podconfig.Config: the node's pods, and only they, arrive as PodUpdates
 // of the "api" source, first as one complete snapshot, then change by
 // change.
 func testAPISource(t *testing.T, c *cluster) {
@@ -69,7 +69,7 @@ func testAPISource(t *testing.T, c *cluster) {
 	_, err = pods.Create(ctx, apiPod("src-elsewhere", "ident-b", "/bin/true"), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	config, err := lifecycle.NewConfig(lifecycle.ConfigOptions{})
+	config, err := podconfig.New(podconfig.Options{})
 	require.NoError(t, err)
 	src, err := kube.NewAPISource(c.nodeClient(t, node).CoreV1(), node, kube.APISourceOptions{})
 	require.NoError(t, err)
@@ -84,7 +84,7 @@ func testAPISource(t *testing.T, c *cluster) {
 
 	// The first snapshot is complete: both pods in one ADD.
 	u := nextUpdate(t, ctx, config)
-	assert.Equal(t, lifecycle.ADD, u.Op)
+	assert.Equal(t, podconfig.OpAdd, u.Op)
 	assert.Equal(t, mirror.ApiserverSource, u.Source)
 	assert.ElementsMatch(t, []types.UID{first.UID, second.UID}, uidsOf(u.Pods))
 	for _, p := range u.Pods {
@@ -97,25 +97,25 @@ func testAPISource(t *testing.T, c *cluster) {
 	third, err := pods.Create(ctx, apiPod("src-third", node, "/bin/true"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	u = nextUpdate(t, ctx, config)
-	assert.Equal(t, lifecycle.ADD, u.Op)
+	assert.Equal(t, podconfig.OpAdd, u.Op)
 	assert.Equal(t, []types.UID{third.UID}, uidsOf(u.Pods))
 
 	_, err = pods.Patch(ctx, first.Name, types.StrategicMergePatchType, []byte(`{"metadata":{"labels":{"k":"v"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	u = nextUpdate(t, ctx, config)
-	assert.Equal(t, lifecycle.UPDATE, u.Op)
+	assert.Equal(t, podconfig.OpUpdate, u.Op)
 	assert.Equal(t, []types.UID{first.UID}, uidsOf(u.Pods))
 	assert.Equal(t, "v", u.Pods[0].Labels["k"])
 
 	_, err = pods.Patch(ctx, second.Name, types.StrategicMergePatchType, []byte(`{"status":{"message":"hello"}}`), metav1.PatchOptions{}, "status")
 	require.NoError(t, err)
 	u = nextUpdate(t, ctx, config)
-	assert.Equal(t, lifecycle.RECONCILE, u.Op)
+	assert.Equal(t, podconfig.OpReconcile, u.Op)
 	assert.Equal(t, []types.UID{second.UID}, uidsOf(u.Pods))
 
 	require.NoError(t, pods.Delete(ctx, second.Name, metav1.DeleteOptions{}))
 	u = nextUpdate(t, ctx, config)
-	assert.Equal(t, lifecycle.DELETE, u.Op)
+	assert.Equal(t, podconfig.OpDelete, u.Op)
 	assert.Equal(t, []types.UID{second.UID}, uidsOf(u.Pods))
 	assert.NotNil(t, u.Pods[0].DeletionTimestamp)
 
@@ -123,10 +123,10 @@ func testAPISource(t *testing.T, c *cluster) {
 	// timestamp (a DELETE), then as the pod's removal.
 	require.NoError(t, pods.Delete(ctx, third.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 	u = nextUpdate(t, ctx, config)
-	if u.Op == lifecycle.DELETE {
+	if u.Op == podconfig.OpDelete {
 		assert.Equal(t, []types.UID{third.UID}, uidsOf(u.Pods))
 		u = nextUpdate(t, ctx, config)
 	}
-	assert.Equal(t, lifecycle.REMOVE, u.Op)
+	assert.Equal(t, podconfig.OpRemove, u.Op)
 	assert.Equal(t, []types.UID{third.UID}, uidsOf(u.Pods))
 }

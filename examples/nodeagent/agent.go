@@ -20,6 +20,8 @@ import (
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/admission"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
@@ -40,6 +42,8 @@ type options struct {
 	demoTimeout time.Duration
 	// runtimeOptions choose the container runtime (runtime_cri.go).
 	runtimeOptions
+	// logCapOptions cap the containers' logs (logcap.go).
+	logCapOptions
 }
 
 // demo reports whether the agent plays the embedded demo (no --manifests).
@@ -110,9 +114,9 @@ type agent struct {
 	workers     *podworker.PodWorkers[processruntime.PodStatus]
 	store       *podmanager.Manager
 	handler     *lifecycle.Handler
-	config      *lifecycle.Config
+	config      *podconfig.Config
 	api         *fakeAPIServer
-	manifests   *lifecycle.ManifestSource
+	manifests   *podconfig.ManifestSource
 	manifestDir string
 	listener    net.Listener
 
@@ -149,6 +153,9 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		BackOff:  opts.restartBackOff,
 		Logger:   log.WithName("runtime"),
 		OnEvent:  a.onRuntimeEvent,
+
+		ContainerLogMaxSize:  opts.containerLogMaxSize,
+		ContainerLogMaxFiles: opts.containerLogMaxFiles,
 	})
 	if err != nil {
 		return nil, err
@@ -180,25 +187,24 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 	}
 	a.store = podmanager.New()
 	a.api = newFakeAPIServer(a.notify, a.say)
-	a.config, err = lifecycle.NewConfig(lifecycle.ConfigOptions{Recorder: lifecycle.RecorderFunc(a.onEvent), Logger: log.WithName("config")})
+	a.config, err = podconfig.New(podconfig.Options{Recorder: lifecycle.RecorderFunc(a.onEvent), Logger: log.WithName("config")})
 	if err != nil {
 		return fail(err)
 	}
-	fit, err := lifecycle.NewResourceFitHandler(func() v1.ResourceList { return nodeAllocatable })
+	fit, err := admission.NewResourceFitHandler(func() v1.ResourceList { return nodeAllocatable })
 	if err != nil {
 		return fail(err)
 	}
-	maxPods, err := lifecycle.NewMaxPodsHandler(int(nodeAllocatable.Pods().Value()))
+	maxPods, err := admission.NewMaxPodsHandler(int(nodeAllocatable.Pods().Value()))
 	if err != nil {
 		return fail(err)
 	}
 	a.handler, err = lifecycle.NewHandler(a.workers, a.store, lifecycle.Options{
-		AdmitHandlers:        []lifecycle.PodAdmitHandler{lifecycle.PodAdmitHandlerFunc(admitRunnable), fit, maxPods},
+		AdmitHandlers:        []admission.Handler{admission.HandlerFunc(admitRunnable), fit, maxPods},
 		OnReject:             a.onReject,
 		MirrorClient:         a.api,
 		RuntimePods:          lifecycle.RuntimePodListerFunc(a.listRuntimePods),
 		Sources:              []string{mirror.ApiserverSource, mirror.FileSource},
-		RunWorkers:           a.workers.Run,
 		HousekeepingInterval: time.Second,
 		Recorder:             lifecycle.RecorderFunc(a.onEvent),
 		Logger:               log.WithName("lifecycle"),
@@ -206,7 +212,7 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 	if err != nil {
 		return fail(err)
 	}
-	a.manifests, err = lifecycle.NewManifestSource(a.manifestDir, lifecycle.ManifestOptions{
+	a.manifests, err = podconfig.NewManifestSource(a.manifestDir, podconfig.ManifestOptions{
 		NodeName: opts.nodeName,
 		Interval: opts.manifestInterval,
 		Logger:   log.WithName("manifests"),
@@ -248,11 +254,11 @@ func (a *agent) pruneTombstones() {
 }
 
 // admitRunnable rejects pods the process runtime cannot run.
-func admitRunnable(_ context.Context, attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
+func admitRunnable(_ context.Context, attrs *admission.Attributes) admission.Result {
 	if err := processruntime.ValidatePod(attrs.Pod); err != nil {
-		return lifecycle.PodAdmitResult{Reason: "UnsupportedPod", Message: err.Error()}
+		return admission.Result{Reason: "UnsupportedPod", Message: err.Error()}
 	}
-	return lifecycle.PodAdmitResult{Admit: true}
+	return admission.Result{Admit: true}
 }
 
 // run runs the agent until the demo ends, the node is idle (--until-idle)
@@ -289,7 +295,7 @@ func (a *agent) run(ctx context.Context) error {
 	srcCtx, stopSources := context.WithCancel(context.Background())
 	defer stopSources()
 	var sources sync.WaitGroup
-	for _, src := range []func(context.Context, lifecycle.PodSink) error{a.api.Run, a.manifests.Run} {
+	for _, src := range []func(context.Context, podconfig.PodSink) error{a.api.Run, a.manifests.Run} {
 		sources.Add(1)
 		go func() {
 			defer sources.Done()
@@ -571,7 +577,7 @@ func (a *agent) onEvent(_ runtime.Object, eventType, reason, messageFmt string, 
 
 func (a *agent) isRejection(reason string) bool {
 	switch reason {
-	case lifecycle.ReasonOutOfCPU, lifecycle.ReasonOutOfMemory, lifecycle.ReasonOutOfPods, lifecycle.ReasonNodeShutdown, "UnsupportedPod", lifecycle.ReasonUnexpectedAdmissionError:
+	case admission.ReasonOutOfCPU, admission.ReasonOutOfMemory, admission.ReasonOutOfPods, lifecycle.ReasonNodeShutdown, "UnsupportedPod", admission.ReasonUnexpectedAdmissionError:
 		return true
 	}
 	return false

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/mirror/mirrortest"
 )
@@ -196,7 +196,7 @@ func (s *fakeAPIServer) snapshot() []*v1.Pod {
 
 // Run publishes a snapshot to sink at once and after every change, until
 // ctx ends. It returns nil then, or the sink's error.
-func (s *fakeAPIServer) Run(ctx context.Context, sink lifecycle.PodSink) error {
+func (s *fakeAPIServer) Run(ctx context.Context, sink podconfig.PodSink) error {
 	for {
 		select {
 		case <-ctx.Done():

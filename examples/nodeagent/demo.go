@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -161,9 +162,17 @@ func (a *agent) stageReached(uid types.UID, stage podworker.Stage) func() bool {
 	}
 }
 
-// logContains reports whether the log of the pod's container holds text
-// (false while the log does not exist yet).
+// logContains reports whether the log of the pod's container (its
+// current instance) holds text (false while there is no log yet).
 func (a *agent) logContains(uid types.UID, container, text string) bool {
-	log, _ := os.ReadFile(a.rt.LogPath(uid, container))
-	return strings.Contains(string(log), text)
+	log, _ := a.containerLog(uid, container)
+	return strings.Contains(log, text)
+}
+
+// containerLog returns the log of the current instance of the pod's
+// container.
+func (a *agent) containerLog(uid types.UID, container string) (string, error) {
+	var log strings.Builder
+	err := a.rt.ReadLogs(context.Background(), uid, container, processruntime.LogOptions{}, &log)
+	return log.String(), err
 }

@@ -62,13 +62,15 @@ type podsResponse struct {
 }
 
 // httpHandler serves /pods (every pod's window, PodInfo and status, as
-// JSON) and /healthz.
+// JSON), /pods/{uid}/logs/{container} (a container's log, http_logs.go)
+// and /healthz.
 func (a *agent) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	mux.HandleFunc("GET /pods/{uid}/logs/{container}", a.serveLogs)
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

@@ -18,10 +18,15 @@
 // With --manifests DIR it runs the static pods of DIR instead (the folder
 // is watched), until SIGINT or SIGTERM, or with --until-idle until they
 // have all finished. --listen ADDR serves /pods (every pod's window,
-// PodInfo and status, as JSON) and /healthz. With --runtime cri (and
-// --cri-endpoint unix:///...) it runs the pods of --manifests in a CRI
-// runtime such as containerd instead (see examples/cri); their images must
-// already be on the node. Run with -h for every flag.
+// PodInfo and status, as JSON), /pods/{uid}/logs/{container} (a
+// container's log, with kubectl's options: ?follow=true, ?tailLines=N,
+// previous, timestamps, sinceSeconds or sinceTime, limitBytes) and
+// /healthz. Each container's logs are capped on disk, rotated as the
+// kubelet does (--container-log-max-size, --container-log-max-files).
+// With --runtime cri (and --cri-endpoint unix:///...) it runs the pods of
+// --manifests in a CRI runtime such as containerd instead (see
+// examples/cri); their images must already be on the node. Run with -h
+// for every flag.
 package main
 
 import (
@@ -100,13 +105,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&opts.manifests, "manifests", "", "run the static pod manifests of this `directory` (watched) instead of the demo")
 	fs.StringVar(&opts.stateDir, "state-dir", "", "`directory` for process records, logs and pod scratch space; a later run adopts or kills what an earlier one left, and does not run again the pods that finished (their logs are kept while the pod is in config). Default: "+filepath.Join(os.TempDir(), "podkit-nodeagent")+" with --manifests; for the demo, a new temporary directory removed at exit, so every demo starts clean")
 	fs.StringVar(&opts.nodeName, "node-name", "podkit-node", "the node's `name` (a DNS subdomain; static pods are named after it)")
-	fs.StringVar(&opts.listen, "listen", "", "serve /pods and /healthz over HTTP on this `address` (e.g. 127.0.0.1:8080)")
+	fs.StringVar(&opts.listen, "listen", "", "serve /pods, /pods/{uid}/logs/{container} and /healthz over HTTP on this `address` (e.g. 127.0.0.1:8080)")
 	fs.BoolVar(&opts.untilIdle, "until-idle", false, "with --manifests: shut down once every pod has finished, instead of waiting for SIGINT or SIGTERM")
 	fs.DurationVar(&opts.shutdownGrace, "shutdown-grace", 30*time.Second, "how long the node shutdown may take in all")
 	fs.DurationVar(&opts.restartBackOff, "restart-backoff", time.Second, "delay before the second restart of a crashing container; it doubles with each restart (the kubelet uses 10s)")
 	fs.DurationVar(&opts.manifestInterval, "manifest-interval", 2*time.Second, "how often the manifest directory is read again")
 	fs.IntVar(&opts.verbosity, "v", 0, "log `level` on stderr: 0 logs errors only, 1 adds information, higher adds detail")
 	opts.runtimeOptions.register(fs)
+	opts.logCapOptions.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: nodeagent [flags]\n\nWith no flags, plays the embedded demo and exits. Flags:\n")
 		fs.PrintDefaults()
@@ -144,6 +150,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return options{}, fmt.Errorf("-v must not be negative, got %d", opts.verbosity)
 	}
 	if err := opts.runtimeOptions.validate(opts); err != nil {
+		return options{}, err
+	}
+	if err := opts.logCapOptions.validate(); err != nil {
 		return options{}, err
 	}
 	return opts, nil

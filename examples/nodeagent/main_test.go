@@ -188,9 +188,9 @@ func TestDemoRunsToItsSummary(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(a.opts.stateDir, "runtime", "pods"))
 	require.NoError(t, err)
 	assert.Len(t, entries, len(left), "nothing but tombstones is left in the state directory")
-	log, err := os.ReadFile(a.rt.LogPath(uidOf(t, a, "default/job"), "compute"))
+	log, err := a.containerLog(uidOf(t, a, "default/job"), "compute")
 	require.NoError(t, err)
-	assert.Equal(t, "job: 6 x 7 = 42\n", string(log), "the job's log outlives its cleanup")
+	assert.Equal(t, "job: 6 x 7 = 42\n", log, "the job's log outlives its cleanup")
 }
 
 // uidOf returns the UID of the pod the agent knows by namespace/name.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/podkit/podkit/examples/cri"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
@@ -84,8 +85,8 @@ type criAgent struct {
 	workers   *podworker.PodWorkers[*cri.PodStatus]
 	store     *podmanager.Manager
 	handler   *lifecycle.Handler
-	config    *lifecycle.Config
-	manifests *lifecycle.ManifestSource
+	config    *podconfig.Config
+	manifests *podconfig.ManifestSource
 
 	// mu guards statuses: each pod's last API status, from the syncer.
 	mu       sync.Mutex
@@ -205,20 +206,19 @@ func (a *criAgent) build(runtimeName string) error {
 	}
 	a.store = podmanager.New()
 	recorder := lifecycle.RecorderFunc(a.onEvent)
-	if a.config, err = lifecycle.NewConfig(lifecycle.ConfigOptions{Recorder: recorder, Logger: a.log.WithName("config")}); err != nil {
+	if a.config, err = podconfig.New(podconfig.Options{Recorder: recorder, Logger: a.log.WithName("config")}); err != nil {
 		return err
 	}
 	a.handler, err = lifecycle.NewHandler(a.workers, a.store, lifecycle.Options{
 		RuntimePods: a.syncer,
 		Sources:     []string{mirror.FileSource},
-		RunWorkers:  a.workers.Run,
 		Recorder:    recorder,
 		Logger:      a.log.WithName("lifecycle"),
 	})
 	if err != nil {
 		return err
 	}
-	a.manifests, err = lifecycle.NewManifestSource(a.opts.manifests, lifecycle.ManifestOptions{
+	a.manifests, err = podconfig.NewManifestSource(a.opts.manifests, podconfig.ManifestOptions{
 		NodeName: a.opts.nodeName,
 		Interval: a.opts.manifestInterval,
 		Logger:   a.log.WithName("manifests"),

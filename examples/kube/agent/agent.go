@@ -4,7 +4,7 @@
 // It wires podkit's pieces to the API server through package kube:
 //
 //	API server ── kube.APISource ──┐
-//	manifest dir ─ ManifestSource ─┴─> lifecycle.Config ─> lifecycle.Handler ─> podworker.PodWorkers
+//	manifest dir ─ ManifestSource ─┴─> podconfig.Config ─> lifecycle.Handler ─> podworker.PodWorkers
 //	                                                          │ housekeeping        │ hooks
 //	                                           mirror.Client ─┘ (mirror pods)       └─> kube.WrapSyncer ─> processruntime.Runtime
 //	                                                                                        │ statuses
@@ -34,6 +34,8 @@ import (
 	"github.com/podkit/podkit/examples/kube/nodemetrics"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/admission"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
@@ -58,7 +60,7 @@ type Config struct {
 	// gets a mirror pod in the API server. Defaults to none.
 	ManifestDir string
 	// ManifestInterval is how often ManifestDir is read. Defaults to
-	// lifecycle.DefaultManifestInterval.
+	// podconfig.DefaultManifestInterval.
 	ManifestInterval time.Duration
 	// HousekeepingInterval is how often housekeeping runs (orphans, mirror
 	// pods). Defaults to lifecycle.DefaultHousekeepingInterval.
@@ -141,11 +143,11 @@ const ReasonUnsupportedPod = "UnsupportedPod"
 
 // admitRunnable rejects pods the process runtime cannot run, so they fail
 // at once with the reason in their status instead of retrying forever.
-var admitRunnable = lifecycle.PodAdmitHandlerFunc(func(_ context.Context, attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
+var admitRunnable = admission.HandlerFunc(func(_ context.Context, attrs *admission.Attributes) admission.Result {
 	if err := processruntime.ValidatePod(attrs.Pod); err != nil {
-		return lifecycle.PodAdmitResult{Reason: ReasonUnsupportedPod, Message: err.Error()}
+		return admission.Result{Reason: ReasonUnsupportedPod, Message: err.Error()}
 	}
-	return lifecycle.PodAdmitResult{Admit: true}
+	return admission.Result{Admit: true}
 })
 
 // NodeObject returns the Node an agent registers for nodeName: the
@@ -252,9 +254,9 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	store := podmanager.New()
 	sources := []string{mirror.ApiserverSource}
-	var manifests *lifecycle.ManifestSource
+	var manifests *podconfig.ManifestSource
 	if cfg.ManifestDir != "" {
-		manifests, err = lifecycle.NewManifestSource(cfg.ManifestDir, lifecycle.ManifestOptions{
+		manifests, err = podconfig.NewManifestSource(cfg.ManifestDir, podconfig.ManifestOptions{
 			NodeName: cfg.NodeName,
 			Interval: cfg.ManifestInterval,
 			Logger:   log.WithName("manifests"),
@@ -265,7 +267,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		sources = append(sources, manifests.Source())
 	}
 	handler, err := lifecycle.NewHandler(workers, store, lifecycle.Options{
-		AdmitHandlers: []lifecycle.PodAdmitHandler{admitRunnable},
+		AdmitHandlers: []admission.Handler{admitRunnable},
 		MirrorClient: mirror.NewClient(kube.NewPodAPI(core), cfg.NodeName, kube.NodeUID(core, cfg.NodeName),
 			mirror.WithLogger(log.WithName("mirror"))),
 		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
@@ -275,14 +277,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			writer.SetPodStatus(pod, status)
 		},
 		Sources:              sources,
-		RunWorkers:           workers.Run,
 		HousekeepingInterval: cfg.HousekeepingInterval,
 		Logger:               log.WithName("lifecycle"),
 	})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	config, err := lifecycle.NewConfig(lifecycle.ConfigOptions{Logger: log.WithName("config")})
+	config, err := podconfig.New(podconfig.Options{Logger: log.WithName("config")})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

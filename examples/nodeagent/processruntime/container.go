@@ -2,7 +2,6 @@ package processruntime
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"syscall"
 
@@ -22,10 +21,11 @@ func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
 		c.rec.LastExit, c.rec.Exit = c.rec.Exit, nil
 	}
 	c.rec.Starting = true
+	instance := c.rec.Restarts
 	r.persistLocked(p, c)
 	r.mu.Unlock()
 
-	pr, cmd, logf, err := r.startProcess(p, pod, spec)
+	pr, cmd, err := r.startProcess(p, pod, spec, instance)
 
 	r.mu.Lock()
 	c.starting = false
@@ -47,7 +47,7 @@ func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
 	r.mu.Unlock()
 	r.log.V(2).Info("Container started", "pod", podName(pod), "container", c.rec.Name, "pid", pr.pid)
 
-	go r.reap(p, c, pr, cmd, logf)
+	go r.reap(p, c, pr, cmd)
 	r.emit(ev)
 }
 
@@ -67,8 +67,9 @@ func containerID(pid int, startTicks uint64) string {
 }
 
 // reap waits for the process to exit, kills what it left in its group
-// while its PID is still reserved, reaps it and records the exit.
-func (r *Runtime) reap(p *podState, c *container, pr *proc, cmd *exec.Cmd, logf *os.File) {
+// while its PID is still reserved, reaps it, waits for its log to be
+// complete and records the exit.
+func (r *Runtime) reap(p *podState, c *container, pr *proc, cmd *exec.Cmd) {
 	werr := waitExitedNoReap(pr.pid)
 	pr.mu.Lock()
 	if werr == nil {
@@ -80,7 +81,7 @@ func (r *Runtime) reap(p *podState, c *container, pr *proc, cmd *exec.Cmd, logf 
 	exit := exitStatus(cmd.Wait(), cmd.ProcessState)
 	pr.reaped = true
 	pr.mu.Unlock()
-	logf.Close()
+	r.awaitLogShim(pr.shim)
 	exit.StartedAt, exit.FinishedAt, exit.ID = pr.startedAt, r.clock.Now(), pr.id
 	r.exited(p, c, pr, exit)
 }

@@ -4,7 +4,8 @@
 //
 // A container is its command and args, run with its env in its workingDir
 // (by default the pod's scratch directory), as the leader of a process
-// group of its own, with its output appended to a log file. The image is
+// group of its own, its stdout and stderr drained by a log shim into
+// rotated log files (see Logs below). The image is
 // recorded, never pulled. Restarts follow the pod's restartPolicy with the
 // kubelet's exponential backoff; init containers run first, in order, each
 // to success. Termination is SIGTERM to each group, the grace period, then
@@ -36,13 +37,49 @@
 // container's process), its logs and its scratch directory.
 // SyncTerminatedPod removes the scratch directory and keeps the rest as the
 // pod's tombstone: its logs and its containers' final states, still
-// readable (LogPath, PodStatus) while config has the pod, and removed by
+// readable (ReadLogs, PodStatus) while config has the pod, and removed by
 // PruneTombstones once it has not. A restarted agent reads tombstones back,
 // so a pod that finished under its restart policy is reported terminal by
 // SyncPod instead of running again, while a container due for a restart
 // (restartPolicy Always) is started again. A UID cleaned up in the same
 // run starts clean when it is synced again. One Runtime at a time may use
 // a state directory.
+//
+// # Logs
+//
+// Each container instance (its first run, then each restart) writes to
+// two pipes held by a log shim: the agent's own executable run again
+// (/proc/self/exe, with an environment marker the package's init
+// recognises, so any program or test binary linking the package can start
+// it). The shim stamps each line with the time it read it and its stream,
+// splits lines longer than 16 KiB into partial records, and appends them
+// in the CRI log format (the kubelet's) to the container's log files under
+// LogDir, starting a new file when one would exceed
+// Options.ContainerLogMaxSize and deleting the oldest beyond
+// Options.ContainerLogMaxFiles, across the container's instances. So a
+// container's logs never take more than MaxSize*MaxFiles bytes on disk,
+// and neither the shim nor the agent holds more than a line in memory.
+// ReadLogs serves them as `kubectl logs` does (Follow, Previous,
+// Timestamps, TailLines, SinceTime, LimitBytes).
+//
+// The shim runs in a process group of its own and does not carry the
+// PODKIT_* variables: it is not a process of the pod, and it outlives the
+// agent as the container does, so a restarted agent loses no line and the
+// container is neither killed by SIGPIPE nor blocked on a full pipe while
+// no agent runs. It ends at end of file, once the container and every
+// process holding its stdout or stderr are gone, after writing everything
+// it read. A container's exit is recorded once its shim has ended (its log
+// is complete then), or after Options.KillTimeout if something outside the
+// container still holds its output; SyncTerminatingPod waits for the
+// pod's shims the same way and kills one still running after KillTimeout.
+//
+// What is lost: lines rotated away by the cap; output a reader does not
+// get to before it is rotated away; and output the shim cannot write
+// (disk full, the directory removed), which it counts and reports in the
+// log as a stderr line once writing works again. A line a container
+// writes without a newline shows once the line is complete, 16 KiB long,
+// or the stream ends. Killing a shim (SIGKILL) loses what it had read but
+// not written, and the container's next write gets SIGPIPE.
 //
 // # Concurrency
 //

@@ -67,8 +67,7 @@ func ExampleRuntime() {
 	}
 	// The log outlives the pod's cleanup: it goes when PruneTombstones is
 	// told config no longer has the pod.
-	log, _ := os.ReadFile(rt.LogPath(pod.UID, "greet"))
-	fmt.Print(string(log))
+	_ = rt.ReadLogs(ctx, pod.UID, "greet", processruntime.LogOptions{}, os.Stdout)
 	status := processruntime.APIStatus(pod, final)
 	fmt.Println(status.Phase, status.ContainerStatuses[0].State.Terminated.Reason)
 	// Output:

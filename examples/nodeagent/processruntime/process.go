@@ -12,12 +12,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// startProcess starts the process of container spec of pod p. It returns
-// the running process, its Cmd (to reap it) and its log file (to close
-// once it has exited). The error says why nothing was started.
-func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container) (*proc, *exec.Cmd, *os.File, error) {
+// startProcess starts the process of container spec of pod p, as the
+// container's instance (its restart count), with the log shim of that
+// instance holding its stdout and stderr. It returns the running process
+// and its Cmd (to reap it). The error says why nothing was started.
+func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container, instance int) (*proc, *exec.Cmd, error) {
 	if spec == nil {
-		return nil, nil, nil, errors.New("the container is not in the pod's spec")
+		return nil, nil, errors.New("the container is not in the pod's spec")
 	}
 	env, path := r.environment(pod, spec)
 	dir := spec.WorkingDir
@@ -25,29 +26,33 @@ func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container) (*p
 		dir = filepath.Join(p.dir, scratchDir)
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return nil, nil, nil, fmt.Errorf("working directory %q does not exist or is not a directory", dir)
+		return nil, nil, fmt.Errorf("working directory %q does not exist or is not a directory", dir)
 	}
 	argv := append(append([]string(nil), spec.Command...), spec.Args...)
 	exe, err := lookPath(argv[0], path, dir)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	logf, err := os.OpenFile(filepath.Join(p.dir, logsDir, spec.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	stdout, stderr, shim, err := r.startLogShim(containerLogDir(p.dir, spec.Name), instance)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("opening the log file: %w", err)
+		return nil, nil, err
 	}
 	cmd := &exec.Cmd{
 		Path:        exe,
 		Args:        argv,
 		Env:         env,
 		Dir:         dir,
-		Stdout:      logf,
-		Stderr:      logf,
+		Stdout:      stdout,
+		Stderr:      stderr,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, nil, nil, fmt.Errorf("starting %q: %w", exe, err)
+	err = cmd.Start()
+	// The container holds the pipes now (or nothing does, and the shim
+	// ends at once).
+	stdout.Close()
+	stderr.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting %q: %w", exe, err)
 	}
 	pid := cmd.Process.Pid
 	// The child is not reaped before reap runs, so its stat is readable
@@ -56,9 +61,9 @@ func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container) (*p
 	if err != nil {
 		r.log.Error(err, "Cannot read a new process's start time; it will not be recognised after an agent restart", "pid", pid)
 	}
-	pr := &proc{pid: pid, pgid: pid, startTicks: st.startTicks, startedAt: r.clock.Now(), done: make(chan struct{})}
+	pr := &proc{pid: pid, pgid: pid, startTicks: st.startTicks, startedAt: r.clock.Now(), shim: shim, done: make(chan struct{})}
 	pr.id = containerID(pid, pr.startTicks)
-	return pr, cmd, logf, nil
+	return pr, cmd, nil
 }
 
 // environment builds a container's environment, in the order the later

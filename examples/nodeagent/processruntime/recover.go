@@ -44,6 +44,8 @@ func (r *Runtime) recoverState() {
 			}
 			if c.rec.BootID == r.bootID && sameProcess(c.rec.PID, c.rec.StartTicks) {
 				pr := &proc{pid: c.rec.PID, pgid: c.rec.PGID, startTicks: c.rec.StartTicks, startedAt: c.rec.StartedAt, adopted: true, done: make(chan struct{})}
+				// Its log shim, started by the previous run, still drains it.
+				pr.shim = &logShim{dir: containerLogDir(p.dir, rec.Name), instance: c.rec.Restarts}
 				pr.id = containerID(pr.pid, pr.startTicks)
 				c.proc = pr
 				r.log.Info("Adopted a container process from a previous run", "pod", p.uid, "container", rec.Name, "pid", pr.pid)
@@ -106,6 +108,7 @@ func (r *Runtime) watchAdopted(p *podState, c *container, pr *proc) {
 	r.killLeftovers(pr.pgid, pr.startTicks)
 	pr.reaped = true
 	pr.mu.Unlock()
+	r.awaitLogShim(pr.shim)
 	r.exited(p, c, pr, ExitStatus{
 		Code:      137,
 		Reason:    ReasonStatusUnknown,

@@ -21,6 +21,7 @@ import (
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
 )
@@ -54,10 +55,15 @@ func restartPod(uid types.UID) *v1.Pod {
 	}
 }
 
-// previousAgent starts restartPod's containers, says "ready" and waits to
-// be killed, as an agent that crashes would.
+// previousAgent starts restartPod's containers (loggingPod's with
+// envHelperLogging set), says "ready" and waits to be killed, as an agent
+// that crashes would.
 func previousAgent(dir string, uid types.UID) int {
-	started := make(chan struct{}, 2)
+	pod := restartPod(uid)
+	if os.Getenv(envHelperLogging) != "" {
+		pod = loggingPod(uid)
+	}
+	started := make(chan struct{}, len(pod.Spec.Containers))
 	rt, err := processruntime.Open(processruntime.Options{StateDir: dir, OnEvent: func(ev processruntime.Event) {
 		if ev.Type == processruntime.ContainerStarted {
 			started <- struct{}{}
@@ -67,12 +73,13 @@ func previousAgent(dir string, uid types.UID) int {
 		fmt.Println(err)
 		return 1
 	}
-	if _, err := rt.SyncPod(context.Background(), podworker.SyncPodCreate, restartPod(uid), nil, processruntime.PodStatus{}); err != nil {
+	if _, err := rt.SyncPod(context.Background(), podworker.SyncPodCreate, pod, nil, processruntime.PodStatus{}); err != nil {
 		fmt.Println(err)
 		return 1
 	}
-	<-started
-	<-started
+	for range pod.Spec.Containers {
+		<-started
+	}
 	fmt.Println("ready")
 	select {}
 }
@@ -82,8 +89,15 @@ func previousAgent(dir string, uid types.UID) int {
 // the containers' main processes found afterwards.
 func crashAgent(t *testing.T, dir string, uid types.UID) []processruntime.Process {
 	t.Helper()
+	return crashAgentWith(t, dir, uid, nil, 2)
+}
+
+// crashAgentWith is crashAgent with more environment for the previous
+// agent, expecting its pod to have n containers.
+func crashAgentWith(t *testing.T, dir string, uid types.UID, env []string, n int) []processruntime.Process {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envHelperStateDir+"="+dir, envHelperUID+"="+string(uid))
+	cmd.Env = append(append(os.Environ(), envHelperStateDir+"="+dir, envHelperUID+"="+string(uid)), env...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -108,8 +122,8 @@ func crashAgent(t *testing.T, dir string, uid types.UID) []processruntime.Proces
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
 	found := leaders(t, uid, -1)
-	if len(found) != 2 {
-		t.Fatalf("after the previous agent was killed, %d main processes of pod %s run instead of 2: %+v\n%s", len(found), uid, found, diagnose(dir, uid))
+	if len(found) != n {
+		t.Fatalf("after the previous agent was killed, %d main processes of pod %s run instead of %d: %+v\n%s", len(found), uid, n, found, diagnose(dir, uid))
 	}
 	return found
 }
@@ -168,13 +182,12 @@ func TestOrphansOfACrashedAgentAreKilledByHousekeeping(t *testing.T) {
 		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
 			return rt.RuntimePods(), nil
 		}),
-		RunWorkers:           workers.Run,
 		HousekeepingInterval: 100 * time.Millisecond,
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx, make(chan lifecycle.PodUpdate)) }()
+	go func() { done <- h.Run(ctx, make(chan podconfig.PodUpdate)) }()
 	defer func() {
 		cancel()
 		require.NoError(t, <-done)

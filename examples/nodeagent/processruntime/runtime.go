@@ -75,6 +75,19 @@ type Options struct {
 	Clock clock.WithTicker
 	// Logger receives the runtime's logs. Defaults to discarding them.
 	Logger logr.Logger
+	// ContainerLogMaxSize is the most bytes one log file of a container
+	// holds: when the next line would not fit, its log shim starts a new
+	// file, as the kubelet's containerLogMaxSize. Defaults to
+	// DefaultContainerLogMaxSize (10 MiB); at least MinContainerLogMaxSize.
+	ContainerLogMaxSize int64
+	// ContainerLogMaxFiles is how many log files a container keeps, its
+	// current and previous instances together (older instances' logs are
+	// deleted when an instance starts): starting a file beyond it deletes
+	// the oldest, so a container's logs never take more than
+	// ContainerLogMaxSize*ContainerLogMaxFiles bytes, whatever it writes and
+	// however often it restarts. As the kubelet's containerLogMaxFiles.
+	// Defaults to DefaultContainerLogMaxFiles (5); at least 2.
+	ContainerLogMaxFiles int
 	// OnEvent, when set, is called after each container start and exit and
 	// when a pod has stopped, like the kubelet's PLEG: an agent uses
 	// ContainerExited to sync the pod again soon. It is called from the
@@ -93,9 +106,9 @@ type Options struct {
 // HOSTNAME, HOME and the PODKIT_* variables) in its workingDir (default:
 // the pod's scratch directory, shared by its containers and removed when
 // the pod is cleaned up — a stand-in for an emptyDir volume), as the
-// leader of its own process group, with stdout and stderr appended to
-// <StateDir>/pods/<uid>/logs/<container>.log. The image is recorded, never
-// pulled. A container ends when its main process ends: processes it left
+// leader of its own process group, with stdout and stderr drained by a
+// log shim into rotated files under LogDir (ReadLogs reads them). The
+// image is recorded, never pulled. A container ends when its main process ends: processes it left
 // behind in its group are killed then, as a container runtime kills the
 // rest of a container when its init process dies. The logs and the
 // containers' final states outlive the pod's cleanup as its tombstone
@@ -115,6 +128,8 @@ type Runtime struct {
 	log         logr.Logger
 	onEvent     func(Event)
 	lock        *os.File
+	logMaxSize  int64
+	logMaxFiles int
 
 	// closing is closed by Close; watchers of adopted processes then stop.
 	closing   chan struct{}
@@ -181,6 +196,8 @@ type proc struct {
 	startedAt  time.Time
 	id         string
 	adopted    bool
+	// shim is the log shim of the process's container instance.
+	shim *logShim
 	// done is closed once the process has ended and its exit is recorded.
 	done chan struct{}
 
@@ -218,6 +235,8 @@ func Open(opts Options) (*Runtime, error) {
 		clock:       opts.Clock,
 		log:         opts.Logger,
 		onEvent:     opts.OnEvent,
+		logMaxSize:  opts.ContainerLogMaxSize,
+		logMaxFiles: opts.ContainerLogMaxFiles,
 		closing:     make(chan struct{}),
 		pods:        map[types.UID]*podState{},
 	}
@@ -243,6 +262,18 @@ func Open(opts Options) (*Runtime, error) {
 	}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
+	}
+	if r.logMaxSize == 0 {
+		r.logMaxSize = DefaultContainerLogMaxSize
+	}
+	if r.logMaxSize < MinContainerLogMaxSize {
+		return nil, fmt.Errorf("processruntime: ContainerLogMaxSize %d is below the minimum of %d bytes", r.logMaxSize, MinContainerLogMaxSize)
+	}
+	if r.logMaxFiles == 0 {
+		r.logMaxFiles = DefaultContainerLogMaxFiles
+	}
+	if r.logMaxFiles < 2 {
+		return nil, fmt.Errorf("processruntime: ContainerLogMaxFiles %d is below the minimum of 2", r.logMaxFiles)
 	}
 	abs, err := filepath.Abs(opts.StateDir)
 	if err != nil {
@@ -309,11 +340,6 @@ func (r *Runtime) closed() bool {
 // PodDir returns the directory where the runtime keeps the pod's state
 // (it may not exist).
 func (r *Runtime) PodDir(uid types.UID) string { return filepath.Join(r.podsDir, string(uid)) }
-
-// LogPath returns the log file of a container of the pod.
-func (r *Runtime) LogPath(uid types.UID, containerName string) string {
-	return filepath.Join(r.PodDir(uid), logsDir, containerName+".log")
-}
 
 // RuntimePods lists every pod the runtime has state for, running or not,
 // except tombstones (Tombstones lists those), sorted by UID: what an

@@ -207,9 +207,7 @@ func TestInitContainersRunInOrderBeforeTheMainContainers(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(rt.PodDir(pod.UID), "scratch", "order"))
 	require.NoError(t, err)
 	assert.Equal(t, "first\nsecond\nmain\n", string(data))
-	log, err := os.ReadFile(rt.LogPath(pod.UID, "main"))
-	require.NoError(t, err)
-	assert.Equal(t, "first\nsecond\n", string(log), "the main container saw both init containers' work")
+	assert.Equal(t, "first\nsecond\n", readLog(t, rt, pod.UID, "main"), "the main container saw both init containers' work")
 
 	api := processruntime.APIStatus(pod, status(t, rt, pod.UID))
 	assert.Equal(t, v1.PodSucceeded, api.Phase)
@@ -279,9 +277,7 @@ func TestEnvironmentAndWorkingDirectory(t *testing.T) {
 	_, err := syncPod(rt, pod)
 	require.NoError(t, err)
 	ev.wait(t, "exit", exitedEvent(pod.UID, "env", 1))
-	log, err := os.ReadFile(rt.LogPath(pod.UID, "env"))
-	require.NoError(t, err)
-	assert.Equal(t, "hello "+pod.Name+" node-a env "+dir+"\n", string(log))
+	assert.Equal(t, "hello "+pod.Name+" node-a env "+dir+"\n", readLog(t, rt, pod.UID, "env"))
 	terminate(t, rt, pod, 1)
 }
 

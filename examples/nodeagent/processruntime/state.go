@@ -17,7 +17,9 @@ import (
 //
 //	<StateDir>/pods/<uid>/pod.json                 the pod's identity
 //	<StateDir>/pods/<uid>/containers/<name>.json   the container's process and history
-//	<StateDir>/pods/<uid>/logs/<name>.log          the container's stdout and stderr
+//	<StateDir>/pods/<uid>/logs/<name>/             the container's logs (see the logshim package):
+//	    <instance>.<seq>.log                       log files in the CRI format, per instance (restart count)
+//	    <instance>.lock                            held by the instance's log shim while it runs
 //	<StateDir>/pods/<uid>/scratch/                 the default working directory
 //
 // It is what lets a restarted agent find the processes of its previous run.

@@ -16,7 +16,9 @@ import (
 
 // SyncTerminatingPod stops every process of the pod: SIGTERM to each
 // container's process group, up to gracePeriod seconds for them to exit,
-// then SIGKILL to what remains. When ctx ends first (the engine cancels it
+// then SIGKILL to what remains; then it waits for the log shims to have
+// written everything and ended (a shim still running KillTimeout later,
+// held open by a process outside the pod, is killed). When ctx ends first (the engine cancels it
 // when the grace period shortens, or at shutdown) it sends SIGKILL at once.
 // It returns nil only when no process of the pod runs; an error (it is
 // retried) when processes survive SIGKILL for Options.KillTimeout. Once it
@@ -42,6 +44,9 @@ func (r *Runtime) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ PodStat
 	r.mu.Unlock()
 
 	if err := r.stop(ctx, procs, time.Duration(max(gracePeriod, 1))*time.Second); err != nil {
+		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)
+	}
+	if err := r.stopLogShims(p.dir); err != nil {
 		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)
 	}
 	r.mu.Lock()
@@ -175,6 +180,9 @@ func (r *Runtime) SyncTerminatingRuntimePod(ctx context.Context, rp podworker.Ru
 		return fmt.Errorf("processruntime: stopping runtime pod %s (%s): %w", name, rp.UID, err)
 	}
 	if err := r.killStrays(ctx, rp.UID); err != nil {
+		return fmt.Errorf("processruntime: stopping runtime pod %s (%s): %w", name, rp.UID, err)
+	}
+	if err := r.stopLogShims(r.PodDir(rp.UID)); err != nil {
 		return fmt.Errorf("processruntime: stopping runtime pod %s (%s): %w", name, rp.UID, err)
 	}
 	var ev *Event

@@ -16,7 +16,7 @@ import (
 
 // SyncTerminatedPod releases the pod's resources: its scratch directory
 // is removed and the pod leaves RuntimePods. What is left is its
-// tombstone: the container logs (LogPath) and the containers' final states
+// tombstone: the container logs (ReadLogs) and the containers' final states
 // (PodStatus), kept while config still has the pod, until PruneTombstones
 // removes them. A SyncPod for the UID afterwards (the engine restarting it)
 // starts it clean. A restarted agent reads the tombstone back, so a pod

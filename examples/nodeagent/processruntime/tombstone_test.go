@@ -2,8 +2,8 @@ package processruntime_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,9 +43,9 @@ func started(uid types.UID) func(processruntime.Event) bool {
 
 func readLog(t *testing.T, rt *processruntime.Runtime, uid types.UID, container string) string {
 	t.Helper()
-	data, err := os.ReadFile(rt.LogPath(uid, container))
-	require.NoError(t, err, "the log of container %s", container)
-	return string(data)
+	var log strings.Builder
+	require.NoError(t, rt.ReadLogs(context.Background(), uid, container, processruntime.LogOptions{}, &log), "the log of container %s", container)
+	return log.String()
 }
 
 func TestSyncTerminatedPodKeepsLogsAndFinalStatesUntilPruned(t *testing.T) {
@@ -81,7 +81,7 @@ func TestSyncTerminatedPodKeepsLogsAndFinalStatesUntilPruned(t *testing.T) {
 	removed, err := rt.PruneTombstones(func(types.UID) bool { return true })
 	require.NoError(t, err)
 	assert.Empty(t, removed, "config still has the pod")
-	require.FileExists(t, rt.LogPath(pod.UID, "c"))
+	assert.NotEmpty(t, readLog(t, rt, pod.UID, "c"))
 
 	removed, err = rt.PruneTombstones(func(uid types.UID) bool { return uid != pod.UID })
 	require.NoError(t, err)
@@ -193,7 +193,10 @@ func TestAnAgentRestartDoesNotRunAFinishedPodAgain(t *testing.T) {
 				return started(pod.UID)(e) && e.Status.Containers[0].RestartCount == 1
 			})
 			ev.wait(t, "the restarted container's exit", exitedEvent(pod.UID, "c", 1))
-			assert.Equal(t, "ran\nran\n", readLog(t, rt, pod.UID, "c"), "the log goes on")
+			assert.Equal(t, "ran\n", readLog(t, rt, pod.UID, "c"), "the restarted instance's log")
+			var previous strings.Builder
+			require.NoError(t, rt.ReadLogs(context.Background(), pod.UID, "c", processruntime.LogOptions{Previous: true}, &previous))
+			assert.Equal(t, "ran\n", previous.String(), "the earlier run's instance is the previous one")
 			assert.DirExists(t, filepath.Join(rt.PodDir(pod.UID), "scratch"))
 			assert.Empty(t, rt.Tombstones(), "the pod lives again")
 			assert.Len(t, rt.RuntimePods(), 1)

@@ -1,4 +1,4 @@
-package lifecycle
+package podconfig
 
 import (
 	"bytes"
@@ -21,28 +21,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podkit/podkit/mirror"
-)
-
-// PodSink receives the full snapshots of a config source. *Config
-// implements it.
-type PodSink interface {
-	// SetPods replaces everything source had with pods. The pods stay the
-	// caller's: the sink copies what it keeps. An error other than ctx's
-	// stops the source.
-	SetPods(ctx context.Context, source string, pods []*v1.Pod) error
-}
-
-// PodSinkFunc adapts a function to a PodSink.
-type PodSinkFunc func(ctx context.Context, source string, pods []*v1.Pod) error
-
-// SetPods calls f.
-func (f PodSinkFunc) SetPods(ctx context.Context, source string, pods []*v1.Pod) error {
-	return f(ctx, source, pods)
-}
-
-var (
-	_ PodSink = PodSinkFunc(nil)
-	_ PodSink = (*Config)(nil)
 )
 
 // DefaultManifestInterval is how often a ManifestSource reads its directory
@@ -123,18 +101,18 @@ type manifestFile struct {
 }
 
 // NewManifestSource returns a source for the manifests in dir. It reads
-// nothing yet. It returns an error, prefixed "lifecycle: ", for an empty
+// nothing yet. It returns an error, prefixed "podconfig: ", for an empty
 // dir or node name, an API server source name, or a negative interval.
 func NewManifestSource(dir string, opts ManifestOptions) (*ManifestSource, error) {
 	switch {
 	case dir == "":
-		return nil, errors.New("lifecycle: NewManifestSource needs a directory, got \"\"")
+		return nil, errors.New("podconfig: NewManifestSource needs a directory, got \"\"")
 	case opts.NodeName == "":
-		return nil, errors.New("lifecycle: ManifestOptions.NodeName is empty; static pods need the node's name")
+		return nil, errors.New("podconfig: ManifestOptions.NodeName is empty; static pods need the node's name")
 	case opts.Source == mirror.ApiserverSource:
-		return nil, fmt.Errorf("lifecycle: ManifestOptions.Source is %q, which would make the manifests API pods", opts.Source)
+		return nil, fmt.Errorf("podconfig: ManifestOptions.Source is %q, which would make the manifests API pods", opts.Source)
 	case opts.Interval < 0:
-		return nil, fmt.Errorf("lifecycle: ManifestOptions.Interval is %v; want 0 (default) or more", opts.Interval)
+		return nil, fmt.Errorf("podconfig: ManifestOptions.Interval is %v; want 0 (default) or more", opts.Interval)
 	}
 	if opts.Source == "" {
 		opts.Source = mirror.FileSource
@@ -173,7 +151,7 @@ func (s *ManifestSource) Source() string { return s.source }
 // goroutine of its own.
 func (s *ManifestSource) Run(ctx context.Context, sink PodSink) error {
 	if sink == nil {
-		return errors.New("lifecycle: ManifestSource.Run needs a PodSink, got nil")
+		return errors.New("podconfig: ManifestSource.Run needs a PodSink, got nil")
 	}
 	ticker := s.clock.NewTicker(s.interval)
 	defer ticker.Stop()
@@ -191,7 +169,7 @@ func (s *ManifestSource) Run(ctx context.Context, sink PodSink) error {
 				s.mu.Lock()
 				s.scanned = false
 				s.mu.Unlock()
-				return fmt.Errorf("lifecycle: manifest source %s: %w", s.dir, err)
+				return fmt.Errorf("podconfig: manifest source %s: %w", s.dir, err)
 			}
 		}
 		select {
@@ -207,7 +185,7 @@ func (s *ManifestSource) Run(ctx context.Context, sink PodSink) error {
 // previous successful Scan (always true for the first). Unchanged files are
 // not decoded again, and a broken file is reported only when its content
 // changes. The pods are new copies and the caller's. The error, prefixed
-// "lifecycle: ", says the directory could not be listed; nothing is
+// "podconfig: ", says the directory could not be listed; nothing is
 // changed then.
 func (s *ManifestSource) Scan() (pods []*v1.Pod, changed bool, err error) {
 	s.mu.Lock()
@@ -255,7 +233,7 @@ func (s *ManifestSource) list() ([]string, error) {
 			s.log.V(2).Info("The manifest directory does not exist; it has no pods")
 			return nil, nil
 		}
-		return nil, fmt.Errorf("lifecycle: listing manifest directory %s: %w", s.dir, err)
+		return nil, fmt.Errorf("podconfig: listing manifest directory %s: %w", s.dir, err)
 	}
 	var names []string
 	for _, e := range entries {

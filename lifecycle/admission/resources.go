@@ -1,4 +1,4 @@
-package lifecycle
+package admission
 
 import (
 	"context"
@@ -88,7 +88,7 @@ func maxResources(into, other v1.ResourceList) {
 	}
 }
 
-// ResourceFitHandler is a PodAdmitHandler that admits a pod only if its
+// ResourceFitHandler is a Handler that admits a pod only if its
 // effective CPU and memory requests (PodRequests) fit in what the node's
 // allocatable leaves after the requests of the other active pods. A resource
 // the allocatable does not list is not checked, and a pod that requests none
@@ -102,7 +102,7 @@ type ResourceFitHandler struct {
 	allocatable func() v1.ResourceList
 }
 
-var _ PodAdmitHandler = (*ResourceFitHandler)(nil)
+var _ Handler = (*ResourceFitHandler)(nil)
 
 // NewResourceFitHandler returns a ResourceFitHandler that reads the node's
 // allocatable resources from allocatable on every decision, so the embedder
@@ -112,16 +112,16 @@ var _ PodAdmitHandler = (*ResourceFitHandler)(nil)
 // if allocatable is nil.
 func NewResourceFitHandler(allocatable func() v1.ResourceList) (*ResourceFitHandler, error) {
 	if allocatable == nil {
-		return nil, errors.New("lifecycle: NewResourceFitHandler needs an allocatable function, got nil")
+		return nil, errors.New("admission: NewResourceFitHandler needs an allocatable function, got nil")
 	}
 	return &ResourceFitHandler{allocatable: allocatable}, nil
 }
 
 // Admit checks attrs.Pod against the allocatable resources minus the
 // requests of attrs.OtherPods.
-func (h *ResourceFitHandler) Admit(_ context.Context, attrs *PodAdmitAttributes) PodAdmitResult {
+func (h *ResourceFitHandler) Admit(_ context.Context, attrs *Attributes) Result {
 	if attrs == nil || attrs.Pod == nil {
-		return PodAdmitResult{Reason: ReasonUnexpectedAdmissionError, Message: "lifecycle: resource fit check was given no pod"}
+		return Result{Reason: ReasonUnexpectedAdmissionError, Message: "admission: resource fit check was given no pod"}
 	}
 	allocatable := h.allocatable()
 	want := PodRequests(attrs.Pod)
@@ -148,17 +148,17 @@ func (h *ResourceFitHandler) Admit(_ context.Context, attrs *PodAdmitAttributes)
 		inUse := check.value(used[check.name])
 		total := check.value(capacity)
 		if requested > total-inUse {
-			return PodAdmitResult{
+			return Result{
 				Reason: check.reason,
 				Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
 					check.name, requested, inUse, total),
 			}
 		}
 	}
-	return PodAdmitResult{Admit: true}
+	return Result{Admit: true}
 }
 
-// MaxPodsHandler is a PodAdmitHandler that admits a pod only while fewer
+// MaxPodsHandler is a Handler that admits a pod only while fewer
 // than a fixed number of other pods are active on the node, as the kubelet's
 // max-pods setting does. Rejections carry ReasonOutOfPods.
 //
@@ -167,27 +167,27 @@ type MaxPodsHandler struct {
 	max int
 }
 
-var _ PodAdmitHandler = (*MaxPodsHandler)(nil)
+var _ Handler = (*MaxPodsHandler)(nil)
 
 // NewMaxPodsHandler returns a MaxPodsHandler admitting at most maxPods
 // active pods. It returns an error if maxPods is not positive.
 func NewMaxPodsHandler(maxPods int) (*MaxPodsHandler, error) {
 	if maxPods <= 0 {
-		return nil, fmt.Errorf("lifecycle: NewMaxPodsHandler: max pods is %d; want 1 or more", maxPods)
+		return nil, fmt.Errorf("admission: NewMaxPodsHandler: max pods is %d; want 1 or more", maxPods)
 	}
 	return &MaxPodsHandler{max: maxPods}, nil
 }
 
 // Admit rejects attrs.Pod if len(attrs.OtherPods) is already the maximum.
-func (h *MaxPodsHandler) Admit(_ context.Context, attrs *PodAdmitAttributes) PodAdmitResult {
+func (h *MaxPodsHandler) Admit(_ context.Context, attrs *Attributes) Result {
 	if attrs == nil || attrs.Pod == nil {
-		return PodAdmitResult{Reason: ReasonUnexpectedAdmissionError, Message: "lifecycle: max pods check was given no pod"}
+		return Result{Reason: ReasonUnexpectedAdmissionError, Message: "admission: max pods check was given no pod"}
 	}
 	if used := len(attrs.OtherPods); used+1 > h.max {
-		return PodAdmitResult{
+		return Result{
 			Reason:  ReasonOutOfPods,
 			Message: fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", used, h.max),
 		}
 	}
-	return PodAdmitResult{Admit: true}
+	return Result{Admit: true}
 }

@@ -1,10 +1,9 @@
-package lifecycle_test
+package podconfig_test
 
 import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,12 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
-	"github.com/podkit/podkit/podworker"
 )
 
 const etcdYAML = `apiVersion: v1
@@ -83,7 +80,7 @@ func TestManifestSourceScan(t *testing.T) {
 	writeFile(t, dir, "etcd.yaml~", etcdYAML)
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub.yaml"), 0o755))
 	rec := &events{}
-	src, err := lifecycle.NewManifestSource(dir, lifecycle.ManifestOptions{NodeName: "Node-A", Recorder: rec})
+	src, err := podconfig.NewManifestSource(dir, podconfig.ManifestOptions{NodeName: "Node-A", Recorder: rec})
 	require.NoError(t, err)
 	assert.Equal(t, mirror.FileSource, src.Source())
 
@@ -139,14 +136,14 @@ func TestManifestSourceBrokenFiles(t *testing.T) {
 			writeFile(t, dir, "etcd.yaml", etcdYAML)
 			writeFile(t, dir, file, content)
 			rec := &events{}
-			src, err := lifecycle.NewManifestSource(dir, lifecycle.ManifestOptions{NodeName: "node-a", Recorder: rec})
+			src, err := podconfig.NewManifestSource(dir, podconfig.ManifestOptions{NodeName: "node-a", Recorder: rec})
 			require.NoError(t, err)
 			pods, _, err := src.Scan()
 			require.NoError(t, err, "a broken file is not an error of the directory")
 			require.Len(t, pods, 1, "the other pods stay")
 			evs := rec.all()
 			require.Len(t, evs, 1)
-			assert.Equal(t, lifecycle.ReasonInvalidManifest, evs[0].Reason)
+			assert.Equal(t, podconfig.ReasonInvalidManifest, evs[0].Reason)
 			assert.Equal(t, v1.EventTypeWarning, evs[0].Type)
 			assert.Equal(t, "Node/node-a", evs[0].ObjectKey)
 			assert.Contains(t, evs[0].Message, filepath.Join(dir, file))
@@ -161,7 +158,7 @@ func TestManifestSourceBrokenFiles(t *testing.T) {
 }
 
 func TestManifestSourceMissingDirectoryIsEmpty(t *testing.T) {
-	src, err := lifecycle.NewManifestSource(filepath.Join(t.TempDir(), "absent"), lifecycle.ManifestOptions{NodeName: "n"})
+	src, err := podconfig.NewManifestSource(filepath.Join(t.TempDir(), "absent"), podconfig.ManifestOptions{NodeName: "n"})
 	require.NoError(t, err)
 	pods, changed, err := src.Scan()
 	require.NoError(t, err)
@@ -173,28 +170,28 @@ func TestManifestSourceUnreadableDirectory(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	writeFile(t, dir, "file", "x")
-	src, err := lifecycle.NewManifestSource(file, lifecycle.ManifestOptions{NodeName: "n"})
+	src, err := podconfig.NewManifestSource(file, podconfig.ManifestOptions{NodeName: "n"})
 	require.NoError(t, err)
 	_, _, err = src.Scan()
-	require.ErrorContains(t, err, "lifecycle: listing manifest directory")
+	require.ErrorContains(t, err, "podconfig: listing manifest directory")
 }
 
 func TestNewManifestSourceValidates(t *testing.T) {
 	for name, tc := range map[string]struct {
 		dir  string
-		opts lifecycle.ManifestOptions
+		opts podconfig.ManifestOptions
 	}{
-		"no dir":       {"", lifecycle.ManifestOptions{NodeName: "n"}},
-		"no node":      {"/x", lifecycle.ManifestOptions{}},
-		"api source":   {"/x", lifecycle.ManifestOptions{NodeName: "n", Source: mirror.ApiserverSource}},
-		"bad interval": {"/x", lifecycle.ManifestOptions{NodeName: "n", Interval: -1}},
+		"no dir":       {"", podconfig.ManifestOptions{NodeName: "n"}},
+		"no node":      {"/x", podconfig.ManifestOptions{}},
+		"api source":   {"/x", podconfig.ManifestOptions{NodeName: "n", Source: mirror.ApiserverSource}},
+		"bad interval": {"/x", podconfig.ManifestOptions{NodeName: "n", Interval: -1}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := lifecycle.NewManifestSource(tc.dir, tc.opts)
-			assert.ErrorContains(t, err, "lifecycle: ")
+			_, err := podconfig.NewManifestSource(tc.dir, tc.opts)
+			assert.ErrorContains(t, err, "podconfig: ")
 		})
 	}
-	src, err := lifecycle.NewManifestSource("/x", lifecycle.ManifestOptions{NodeName: "n"})
+	src, err := podconfig.NewManifestSource("/x", podconfig.ManifestOptions{NodeName: "n"})
 	require.NoError(t, err)
 	assert.ErrorContains(t, src.Run(context.Background(), nil), "PodSink")
 }
@@ -204,7 +201,7 @@ func TestManifestSourceRunPolls(t *testing.T) {
 		dir := t.TempDir()
 		writeFile(t, dir, "etcd.yaml", etcdYAML)
 		clk := testingclock.NewFakeClock(epoch)
-		src, err := lifecycle.NewManifestSource(dir, lifecycle.ManifestOptions{NodeName: "node-a", Clock: clk, Interval: 10 * time.Second})
+		src, err := podconfig.NewManifestSource(dir, podconfig.ManifestOptions{NodeName: "node-a", Clock: clk, Interval: 10 * time.Second})
 		require.NoError(t, err)
 		sink := &snapshots{}
 		ctx, cancel := context.WithCancel(t.Context())
@@ -229,72 +226,5 @@ func TestManifestSourceRunPolls(t *testing.T) {
 
 		cancel()
 		require.NoError(t, <-done)
-	})
-}
-
-// TestManifestDirectoryEndToEnd runs a whole agent on a manifest directory:
-// pods start, an edit replaces the pod, a broken manifest is reported while
-// the others run on, and a removed file's pod is killed.
-func TestManifestDirectoryEndToEnd(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		dir := t.TempDir()
-		writeFile(t, dir, "etcd.yaml", etcdYAML)
-		writeFile(t, dir, "proxy.json", proxyJSON)
-		e := newEnv(t, func(o *lifecycle.Options) { o.Sources = []string{mirror.FileSource} })
-		src, err := lifecycle.NewManifestSource(dir, lifecycle.ManifestOptions{NodeName: "node-a", Clock: e.clock, Interval: housekeepingInterval, Recorder: e.events})
-		require.NoError(t, err)
-		e.start()
-		ctx, cancel := context.WithCancel(e.ctx)
-		srcDone := make(chan error, 1)
-		go func() { srcDone <- src.Run(ctx, e.cfg) }()
-		synctest.Wait()
-		defer func() {
-			cancel()
-			require.NoError(t, <-srcDone)
-		}()
-
-		byName := func(name string) *v1.Pod {
-			p, ok := e.store.GetPodByFullName(name)
-			require.True(t, ok, "pod %s is desired", name)
-			return p
-		}
-		etcd, proxy := byName("etcd-node-a_kube-system"), byName("proxy-node-a_default")
-		assert.Equal(t, "sync:create", e.trace(etcd.UID))
-		assert.Equal(t, "sync:create", e.trace(proxy.UID))
-
-		// Each step moves the clock once: the source reads the directory
-		// and housekeeping runs (it keeps the mirror pods in step).
-		writeFile(t, dir, "broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [\n")
-		writeFile(t, dir, "etcd.yaml", etcdYAML+"    args: [\"--v=2\"]\n")
-		e.housekeep()
-		e.housekeep()
-		newEtcd := byName("etcd-node-a_kube-system")
-		require.NotEqual(t, etcd.UID, newEtcd.UID)
-		assert.Equal(t, "sync:create kill(30) terminated", e.trace(etcd.UID))
-		assert.Equal(t, "sync:create", e.trace(newEtcd.UID))
-		assert.Equal(t, "sync:create", e.trace(proxy.UID), "a broken manifest leaves the other pods alone")
-		assert.Contains(t, e.events.reasons(), lifecycle.ReasonInvalidManifest+" Node/node-a")
-		// The API server still holds the old version's mirror; once the
-		// API source shows it, housekeeping replaces it.
-		e.feedMirrors()
-		e.housekeep()
-		m, ok := e.mirrors.MirrorPod("etcd-node-a_kube-system")
-		require.True(t, ok)
-		assert.True(t, mirror.IsMirrorPodOf(m, newEtcd), "the mirror follows the new version")
-		e.feedMirrors()
-		calls := e.syncer.CallsFor(newEtcd.UID)
-		last := calls[len(calls)-1]
-		require.NotNil(t, last.MirrorPod)
-		assert.True(t, mirror.IsMirrorPodOf(last.MirrorPod, newEtcd), "the new mirror reached the static pod's worker")
-
-		require.NoError(t, os.Remove(filepath.Join(dir, "proxy.json")))
-		e.housekeep()
-		assert.True(t, strings.HasSuffix(e.trace(proxy.UID), " kill(30) terminated"), e.trace(proxy.UID))
-		e.housekeep()
-		e.feedMirrors()
-		e.housekeep()
-		assert.Equal(t, []string{"etcd-node-a_kube-system"}, e.mirrors.MirrorPodNames(), "the orphaned mirror is gone")
-		assert.Equal(t, podworker.StageAbsent, e.stage(proxy.UID))
-		assert.Equal(t, []types.UID{newEtcd.UID}, uids(e.h.GetActivePods()))
 	})
 }

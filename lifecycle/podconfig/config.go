@@ -1,4 +1,4 @@
-package lifecycle
+package podconfig
 
 import (
 	"context"
@@ -16,15 +16,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/podkit/podkit/lifecycle/internal/sourcepods"
 	"github.com/podkit/podkit/mirror"
 )
 
-// DefaultConfigBuffer is the capacity of a Config's update channel when
-// ConfigOptions.Buffer is 0, the kubelet's.
-const DefaultConfigBuffer = 50
+// DefaultBuffer is the capacity of a Config's update channel when
+// Options.Buffer is 0, the kubelet's.
+const DefaultBuffer = 50
 
-// ConfigOptions configure a Config. The zero value is valid.
-type ConfigOptions struct {
+// Options configure a Config. The zero value is valid.
+type Options struct {
 	// Recorder receives a ReasonFailedValidation event for each pod a
 	// snapshot carries that cannot be used. Defaults to none (events are
 	// dropped; they are still logged).
@@ -37,15 +38,15 @@ type ConfigOptions struct {
 	// for the first time. Defaults to the real clock.
 	Clock clock.PassiveClock
 	// Buffer is the capacity of the Updates channel. Defaults to
-	// DefaultConfigBuffer; negative is an error.
+	// DefaultBuffer; negative is an error.
 	Buffer int
 }
 
 // Config merges the full snapshots of any number of config sources into a
 // stream of PodUpdates: per source it remembers the pods it last delivered
-// and turns each new snapshot into the operations that lead there (ADD,
-// UPDATE, DELETE, RECONCILE, REMOVE). Feed its Updates channel to
-// Handler.Run.
+// and turns each new snapshot into the operations that lead there (OpAdd,
+// OpUpdate, OpDelete, OpReconcile, OpRemove). Feed its Updates channel to
+// lifecycle.Handler.Run.
 //
 // Per source, and for each pod of a snapshot:
 //   - the pod is deep-copied (the caller's pods are never modified or kept)
@@ -54,20 +55,20 @@ type ConfigOptions struct {
 //   - a pod whose full name or UID an earlier pod of the same snapshot
 //     already has, a pod without a UID, and a mirror pod from a source other
 //     than the API server are dropped with a ReasonFailedValidation event;
-//   - a UID the source did not have is an ADD, stamped with
+//   - a UID the source did not have is an OpAdd, stamped with
 //     kubernetes.io/config.seen;
 //   - a known UID whose spec, labels, deletion timestamp, deletion grace
-//     period or non-local annotations changed is a DELETE when it now has a
-//     deletion timestamp and an UPDATE otherwise;
-//   - a known UID of which only the status changed is a RECONCILE;
-//   - a UID missing from the snapshot is a REMOVE.
+//     period or non-local annotations changed is an OpDelete when it now has
+//     a deletion timestamp and an OpUpdate otherwise;
+//   - a known UID of which only the status changed is an OpReconcile;
+//   - a UID missing from the snapshot is an OpRemove.
 //
-// The updates of one snapshot are delivered in the order REMOVE, ADD,
-// UPDATE, DELETE, RECONCILE, each only when it has pods, except that the
-// first snapshot of a source always delivers at least an (empty) ADD, so the
-// sync loop learns the source is ready.
+// The updates of one snapshot are delivered in the order OpRemove, OpAdd,
+// OpUpdate, OpDelete, OpReconcile, each only when it has pods, except that
+// the first snapshot of a source always delivers at least an (empty) OpAdd,
+// so the sync loop learns the source is ready.
 //
-// Create it with NewConfig. Its methods are safe for concurrent use; the
+// Create it with New. Its methods are safe for concurrent use; the
 // updates of concurrent SetPods calls are never interleaved.
 type Config struct {
 	recorder Recorder
@@ -87,14 +88,14 @@ type Config struct {
 	seen map[string]bool
 }
 
-// NewConfig returns a Config with no sources. It starts nothing. It returns
-// an error for a negative buffer.
-func NewConfig(opts ConfigOptions) (*Config, error) {
+// New returns a Config with no sources. It starts nothing. It returns an
+// error, prefixed "podconfig: ", for a negative buffer.
+func New(opts Options) (*Config, error) {
 	if opts.Buffer < 0 {
-		return nil, fmt.Errorf("lifecycle: ConfigOptions.Buffer is %d; want 0 (default) or more", opts.Buffer)
+		return nil, fmt.Errorf("podconfig: Options.Buffer is %d; want 0 (default) or more", opts.Buffer)
 	}
 	if opts.Buffer == 0 {
-		opts.Buffer = DefaultConfigBuffer
+		opts.Buffer = DefaultBuffer
 	}
 	if opts.Recorder == nil {
 		opts.Recorder = nopRecorder{}
@@ -144,12 +145,13 @@ func (c *Config) SetPods(ctx context.Context, source string, pods []*v1.Pod) err
 
 // Merge is SetPods without the channel: it records the snapshot and returns
 // the updates, in delivery order, for the caller to hand to the sync loop
-// (Handler.Dispatch) in that order. Use either SetPods or Merge for a given
-// Config, not both at once, or updates may reach the loop out of order.
+// (lifecycle.Handler.Dispatch) in that order. Use either SetPods or Merge
+// for a given Config, not both at once, or updates may reach the loop out
+// of order.
 // The returned pods are new deep copies and belong to the caller.
 func (c *Config) Merge(source string, pods []*v1.Pod) ([]PodUpdate, error) {
 	if source == "" {
-		return nil, errors.New("lifecycle: Config: a snapshot needs a source name, got \"\"")
+		return nil, errors.New("podconfig: Config: a snapshot needs a source name, got \"\"")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -161,7 +163,7 @@ func (c *Config) Merge(source string, pods []*v1.Pod) ([]PodUpdate, error) {
 	var adds, updates, deletes, reconciles, removes []*v1.Pod
 
 	now := c.clock.Now().Format(time.RFC3339Nano)
-	for _, p := range validPods(source, pods, c.recorder, c.log) {
+	for _, p := range sourcepods.Valid(source, pods, c.drop(source)) {
 		ref := p.DeepCopy()
 		ref.Annotations = maps.Clone(ref.Annotations)
 		if ref.Annotations == nil {
@@ -171,11 +173,11 @@ func (c *Config) Merge(source string, pods []*v1.Pod) ([]PodUpdate, error) {
 		if existing, ok := old[ref.UID]; ok {
 			next[ref.UID] = existing
 			switch mergeInto(existing, ref) {
-			case UPDATE:
+			case OpUpdate:
 				updates = append(updates, existing)
-			case DELETE:
+			case OpDelete:
 				deletes = append(deletes, existing)
-			case RECONCILE:
+			case OpReconcile:
 				reconciles = append(reconciles, existing)
 			}
 			continue
@@ -198,20 +200,31 @@ func (c *Config) Merge(source string, pods []*v1.Pod) ([]PodUpdate, error) {
 			out = append(out, PodUpdate{Op: op, Pods: deepCopyPods(list), Source: source})
 		}
 	}
-	emit(REMOVE, removes)
-	emit(ADD, adds)
-	emit(UPDATE, updates)
-	emit(DELETE, deletes)
+	emit(OpRemove, removes)
+	emit(OpAdd, adds)
+	emit(OpUpdate, updates)
+	emit(OpDelete, deletes)
 	if firstSet && len(adds) == 0 && len(updates) == 0 && len(deletes) == 0 {
-		out = append(out, PodUpdate{Op: ADD, Pods: []*v1.Pod{}, Source: source})
+		out = append(out, PodUpdate{Op: OpAdd, Pods: []*v1.Pod{}, Source: source})
 	}
-	emit(RECONCILE, reconciles)
+	emit(OpReconcile, reconciles)
 	if c.log.V(4).Enabled() {
 		for _, u := range out {
 			c.log.V(4).Info("Config update", "source", source, "op", u.Op.String(), "pods", len(u.Pods))
 		}
 	}
 	return out, nil
+}
+
+// drop returns the report of a pod source's snapshot drops: a log line and,
+// for a pod that is not nil, a ReasonFailedValidation Warning event.
+func (c *Config) drop(source string) sourcepods.Drop {
+	return func(i int, pod *v1.Pod, reason string) {
+		c.log.Info("Ignoring a pod from a config source", "source", source, "index", i, "reason", reason)
+		if pod != nil {
+			c.recorder.Eventf(pod, v1.EventTypeWarning, ReasonFailedValidation, "%s", reason)
+		}
+	}
 }
 
 func deepCopyPods(pods []*v1.Pod) []*v1.Pod {
@@ -259,7 +272,7 @@ const noChange PodOperation = -1
 
 // mergeInto updates existing (the Config's stored pod) from ref (the new
 // version, stamped with the same source) and says what the change is:
-// UPDATE, DELETE, RECONCILE or noChange.
+// OpUpdate, OpDelete, OpReconcile or noChange.
 func mergeInto(existing, ref *v1.Pod) PodOperation {
 	semantic := equality.Semantic
 	if semantic.DeepEqual(existing.Spec, ref.Spec) &&
@@ -271,7 +284,7 @@ func mergeInto(existing, ref *v1.Pod) PodOperation {
 			return noChange
 		}
 		existing.Status = ref.Status
-		return RECONCILE
+		return OpReconcile
 	}
 	existing.Spec = ref.Spec
 	existing.Labels = ref.Labels
@@ -287,71 +300,7 @@ func mergeInto(existing, ref *v1.Pod) PodOperation {
 	}
 	existing.Annotations = annotations
 	if ref.DeletionTimestamp != nil {
-		return DELETE
+		return OpDelete
 	}
-	return UPDATE
-}
-
-// validPods returns the pods of one batch from source that may be used, in
-// order, and reports each one it drops: nil pods, pods without a UID, a
-// mirror pod from a source other than the API server (only the API server
-// holds mirror pods; elsewhere the annotation would hide a pod from its
-// workers), and a pod whose UID or full name an earlier pod of the batch
-// has. The pods are not modified.
-func validPods(source string, pods []*v1.Pod, rec Recorder, log logr.Logger) []*v1.Pod {
-	out := make([]*v1.Pod, 0, len(pods))
-	names := make(map[string]struct{}, len(pods))
-	uids := make(map[types.UID]struct{}, len(pods))
-	drop := func(i int, pod *v1.Pod, format string, args ...any) {
-		msg := fmt.Sprintf(format, args...)
-		log.Info("Ignoring a pod from a config source", "source", source, "index", i, "reason", msg)
-		if pod != nil {
-			rec.Eventf(pod, v1.EventTypeWarning, ReasonFailedValidation, "%s", msg)
-		}
-	}
-	for i, p := range pods {
-		switch {
-		case p == nil:
-			drop(i, nil, "source %q sent a nil pod at index %d", source, i)
-			continue
-		case p.UID == "":
-			drop(i, p, "pod %s from source %q has no UID", mirror.PodFullName(p), source)
-			continue
-		case mirror.IsMirrorPod(p) && source != mirror.ApiserverSource:
-			drop(i, p, "pod %s from source %q carries the %s annotation, but only the API server source may send mirror pods",
-				mirror.PodFullName(p), source, mirror.ConfigMirrorAnnotationKey)
-			continue
-		}
-		name := mirror.PodFullName(p)
-		if _, dup := names[name]; dup {
-			drop(i, p, "pod %s (UID %s) from source %q has the same full name as an earlier pod of the source; it is ignored",
-				name, p.UID, source)
-			continue
-		}
-		if _, dup := uids[p.UID]; dup {
-			drop(i, p, "pod %s from source %q has UID %s, which an earlier pod of the source has; it is ignored",
-				name, source, p.UID)
-			continue
-		}
-		names[name] = struct{}{}
-		uids[p.UID] = struct{}{}
-		out = append(out, p)
-	}
-	return out
-}
-
-// stampSource returns pod with its config source annotation set to source:
-// pod itself when it already says so, otherwise a shallow copy with a new
-// annotation map (the caller's pod is never modified).
-func stampSource(pod *v1.Pod, source string) *v1.Pod {
-	if v, ok := pod.Annotations[mirror.ConfigSourceAnnotationKey]; ok && v == source {
-		return pod
-	}
-	cp := *pod
-	cp.Annotations = maps.Clone(pod.Annotations)
-	if cp.Annotations == nil {
-		cp.Annotations = map[string]string{}
-	}
-	cp.Annotations[mirror.ConfigSourceAnnotationKey] = source
-	return &cp
+	return OpUpdate
 }

@@ -1,4 +1,4 @@
-package lifecycle_test
+package podconfig_test
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 )
 
 // ops renders updates as "OP:uid,uid" strings.
-func ops(updates []lifecycle.PodUpdate) []string {
+func ops(updates []podconfig.PodUpdate) []string {
 	var out []string
 	for _, u := range updates {
 		s := u.Op.String() + ":"
@@ -32,10 +32,10 @@ func ops(updates []lifecycle.PodUpdate) []string {
 	return out
 }
 
-func newConfig(t *testing.T) (*lifecycle.Config, *events) {
+func newConfig(t *testing.T) (*podconfig.Config, *events) {
 	t.Helper()
 	rec := &events{}
-	c, err := lifecycle.NewConfig(lifecycle.ConfigOptions{Recorder: rec, Clock: testingclock.NewFakeClock(epoch)})
+	c, err := podconfig.New(podconfig.Options{Recorder: rec, Clock: testingclock.NewFakeClock(epoch)})
 	require.NoError(t, err)
 	return c, rec
 }
@@ -132,16 +132,16 @@ func TestConfigMergeRejectsInvalidPods(t *testing.T) {
 	assert.Equal(t, []string{"ADD:m"}, ops(ups))
 
 	_, err = c.Merge("", nil)
-	assert.ErrorContains(t, err, "lifecycle: Config")
+	assert.ErrorContains(t, err, "podconfig: Config")
 }
 
 func TestConfigSetPods(t *testing.T) {
-	c, err := lifecycle.NewConfig(lifecycle.ConfigOptions{Buffer: 1})
+	c, err := podconfig.New(podconfig.Options{Buffer: 1})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, c.SetPods(ctx, "api", []*v1.Pod{apiPod("a", "a", 0)}))
 	u := <-c.Updates()
-	assert.Equal(t, lifecycle.ADD, u.Op)
+	assert.Equal(t, podconfig.OpAdd, u.Op)
 	assert.Equal(t, types.UID("a"), u.Pods[0].UID)
 
 	// A full channel blocks until ctx ends.
@@ -151,17 +151,17 @@ func TestConfigSetPods(t *testing.T) {
 	assert.ErrorIs(t, c.SetPods(canceled, "other", nil), context.Canceled)
 
 	assert.ErrorContains(t, c.SetPods(ctx, "", nil), "source name")
-	_, err = lifecycle.NewConfig(lifecycle.ConfigOptions{Buffer: -1})
-	assert.ErrorContains(t, err, "lifecycle: ConfigOptions.Buffer")
+	_, err = podconfig.New(podconfig.Options{Buffer: -1})
+	assert.ErrorContains(t, err, "podconfig: Options.Buffer")
 }
 
 func TestPodOperationString(t *testing.T) {
-	assert.Equal(t, "ADD", lifecycle.ADD.String())
-	assert.Equal(t, "DELETE", lifecycle.DELETE.String())
-	assert.Equal(t, "REMOVE", lifecycle.REMOVE.String())
-	assert.Equal(t, "UPDATE", lifecycle.UPDATE.String())
-	assert.Equal(t, "RECONCILE", lifecycle.RECONCILE.String())
-	assert.Equal(t, "PodOperation(7)", lifecycle.PodOperation(7).String())
+	assert.Equal(t, "ADD", podconfig.OpAdd.String())
+	assert.Equal(t, "DELETE", podconfig.OpDelete.String())
+	assert.Equal(t, "REMOVE", podconfig.OpRemove.String())
+	assert.Equal(t, "UPDATE", podconfig.OpUpdate.String())
+	assert.Equal(t, "RECONCILE", podconfig.OpReconcile.String())
+	assert.Equal(t, "PodOperation(7)", podconfig.PodOperation(7).String())
 	// The values are the kubelet's.
-	assert.Equal(t, []int{0, 1, 2, 3, 4}, []int{int(lifecycle.ADD), int(lifecycle.DELETE), int(lifecycle.REMOVE), int(lifecycle.UPDATE), int(lifecycle.RECONCILE)})
+	assert.Equal(t, []int{0, 1, 2, 3, 4}, []int{int(podconfig.OpAdd), int(podconfig.OpDelete), int(podconfig.OpRemove), int(podconfig.OpUpdate), int(podconfig.OpReconcile)})
 }

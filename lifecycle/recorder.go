@@ -38,13 +38,6 @@ var (
 // Event reasons the lifecycle package records. Admission rejections use the
 // Reason of the PodAdmitResult instead.
 const (
-	// ReasonFailedValidation: a config source sent a pod that cannot be
-	// used (a second pod with the same full name, no UID, a mirror pod
-	// from a source other than the API server). The pod is ignored.
-	ReasonFailedValidation = "FailedValidation"
-	// ReasonInvalidManifest: a manifest file could not be read, parsed or
-	// prepared as a static pod. It contributes no pod until it is fixed.
-	ReasonInvalidManifest = "InvalidManifest"
 	// ReasonFailedMirrorPod: creating or deleting a mirror pod failed;
 	// housekeeping tries again on its next run.
 	ReasonFailedMirrorPod = "FailedMirrorPod"

@@ -1,4 +1,4 @@
-package lifecycle_test
+package admission_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/admission"
 )
 
 func container(name, cpu, mem string) v1.Container {
@@ -73,18 +73,18 @@ func TestPodRequests(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := lifecycle.PodRequests(&v1.Pod{Spec: tc.spec})
+			got := admission.PodRequests(&v1.Pod{Spec: tc.spec})
 			wantCPU, wantMem := resource.MustParse(tc.cpu), resource.MustParse(tc.mem)
 			assert.Zero(t, wantCPU.Cmp(got[v1.ResourceCPU]), "cpu: got %s", got.Cpu())
 			assert.Zero(t, wantMem.Cmp(got[v1.ResourceMemory]), "memory: got %s", got.Memory())
 		})
 	}
-	assert.Empty(t, lifecycle.PodRequests(nil))
+	assert.Empty(t, admission.PodRequests(nil))
 }
 
 func TestResourceFitHandler(t *testing.T) {
 	allocatable := v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("1Gi")}
-	h, err := lifecycle.NewResourceFitHandler(func() v1.ResourceList { return allocatable })
+	h, err := admission.NewResourceFitHandler(func() v1.ResourceList { return allocatable })
 	require.NoError(t, err)
 	pod := func(cpu, mem string) *v1.Pod {
 		return &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{container("c", cpu, mem)}}}
@@ -92,67 +92,77 @@ func TestResourceFitHandler(t *testing.T) {
 	others := []*v1.Pod{pod("1", "512Mi")}
 	ctx := context.Background()
 
-	assert.True(t, h.Admit(ctx, &lifecycle.PodAdmitAttributes{Pod: pod("1", "512Mi"), OtherPods: others}).Admit, "exactly full fits")
-	assert.True(t, h.Admit(ctx, &lifecycle.PodAdmitAttributes{Pod: pod("", ""), OtherPods: []*v1.Pod{pod("2", "1Gi")}}).Admit, "no request always fits")
+	assert.True(t, h.Admit(ctx, &admission.Attributes{Pod: pod("1", "512Mi"), OtherPods: others}).Admit, "exactly full fits")
+	assert.True(t, h.Admit(ctx, &admission.Attributes{Pod: pod("", ""), OtherPods: []*v1.Pod{pod("2", "1Gi")}}).Admit, "no request always fits")
 
-	r := h.Admit(ctx, &lifecycle.PodAdmitAttributes{Pod: pod("1001m", "1Gi"), OtherPods: others})
+	r := h.Admit(ctx, &admission.Attributes{Pod: pod("1001m", "1Gi"), OtherPods: others})
 	assert.False(t, r.Admit)
-	assert.Equal(t, lifecycle.ReasonOutOfCPU, r.Reason, "CPU is checked first")
+	assert.Equal(t, admission.ReasonOutOfCPU, r.Reason, "CPU is checked first")
 	assert.Equal(t, "Node didn't have enough resource: cpu, requested: 1001, used: 1000, capacity: 2000", r.Message)
 
-	r = h.Admit(ctx, &lifecycle.PodAdmitAttributes{Pod: pod("", "513Mi"), OtherPods: others})
-	assert.Equal(t, lifecycle.ReasonOutOfMemory, r.Reason)
+	r = h.Admit(ctx, &admission.Attributes{Pod: pod("", "513Mi"), OtherPods: others})
+	assert.Equal(t, admission.ReasonOutOfMemory, r.Reason)
 	assert.Equal(t, "Node didn't have enough resource: memory, requested: 537919488, used: 536870912, capacity: 1073741824", r.Message)
 
 	// A resource the allocatable does not list is not checked.
-	cpuOnly, err := lifecycle.NewResourceFitHandler(func() v1.ResourceList { return v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")} })
+	cpuOnly, err := admission.NewResourceFitHandler(func() v1.ResourceList { return v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")} })
 	require.NoError(t, err)
-	assert.True(t, cpuOnly.Admit(ctx, &lifecycle.PodAdmitAttributes{Pod: pod("", "100Gi")}).Admit)
+	assert.True(t, cpuOnly.Admit(ctx, &admission.Attributes{Pod: pod("", "100Gi")}).Admit)
 
-	assert.False(t, h.Admit(ctx, &lifecycle.PodAdmitAttributes{}).Admit)
+	assert.False(t, h.Admit(ctx, &admission.Attributes{}).Admit)
 	assert.False(t, h.Admit(ctx, nil).Admit)
-	_, err = lifecycle.NewResourceFitHandler(nil)
-	assert.ErrorContains(t, err, "lifecycle: ")
+	_, err = admission.NewResourceFitHandler(nil)
+	assert.ErrorContains(t, err, "admission: ")
 }
 
 func TestMaxPodsHandler(t *testing.T) {
-	h, err := lifecycle.NewMaxPodsHandler(2)
+	h, err := admission.NewMaxPodsHandler(2)
 	require.NoError(t, err)
 	ctx := context.Background()
 	p := &v1.Pod{}
-	assert.True(t, h.Admit(ctx, &lifecycle.PodAdmitAttributes{Pod: p, OtherPods: []*v1.Pod{{}}}).Admit)
-	r := h.Admit(ctx, &lifecycle.PodAdmitAttributes{Pod: p, OtherPods: []*v1.Pod{{}, {}}})
+	assert.True(t, h.Admit(ctx, &admission.Attributes{Pod: p, OtherPods: []*v1.Pod{{}}}).Admit)
+	r := h.Admit(ctx, &admission.Attributes{Pod: p, OtherPods: []*v1.Pod{{}, {}}})
 	assert.False(t, r.Admit)
-	assert.Equal(t, lifecycle.ReasonOutOfPods, r.Reason)
+	assert.Equal(t, admission.ReasonOutOfPods, r.Reason)
 	assert.Equal(t, "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2", r.Message)
 	assert.False(t, h.Admit(ctx, nil).Admit)
 	for _, bad := range []int{0, -1} {
-		_, err := lifecycle.NewMaxPodsHandler(bad)
-		assert.ErrorContains(t, err, "lifecycle: ")
+		_, err := admission.NewMaxPodsHandler(bad)
+		assert.ErrorContains(t, err, "admission: ")
 	}
 }
 
-func TestAdmissionOrderAndReasonlessRejection(t *testing.T) {
+func TestChain(t *testing.T) {
 	var asked []string
-	handler := func(name string, r lifecycle.PodAdmitResult) lifecycle.PodAdmitHandler {
-		return lifecycle.PodAdmitHandlerFunc(func(ctx context.Context, attrs *lifecycle.PodAdmitAttributes) lifecycle.PodAdmitResult {
+	handler := func(name string, r admission.Result) admission.Handler {
+		return admission.HandlerFunc(func(ctx context.Context, attrs *admission.Attributes) admission.Result {
 			asked = append(asked, name)
-			assert.Equal(t, lifecycle.AddOperation, attrs.Operation)
 			return r
 		})
 	}
-	bubble(t, func(t *testing.T) {
-		e := newEnv(t, func(o *lifecycle.Options) {
-			o.AdmitHandlers = []lifecycle.PodAdmitHandler{
-				handler("yes", lifecycle.PodAdmitResult{Admit: true}),
-				handler("mute", lifecycle.PodAdmitResult{}),
-				handler("never asked", lifecycle.PodAdmitResult{Reason: "Late"}),
-			}
-		})
-		e.h.HandlePodAdditions(e.ctx, []*v1.Pod{apiPod("p", "p", 0)})
-		assert.Equal(t, []string{"yes", "mute"}, asked)
-		rej := e.rejections()
-		require.Len(t, rej, 1)
-		assert.Equal(t, lifecycle.ReasonUnexpectedAdmissionError, rej[0].Status.Reason)
-	})
+	attrs := &admission.Attributes{Pod: &v1.Pod{}, Operation: admission.AddOperation}
+	ctx := context.Background()
+
+	assert.Equal(t, admission.Result{Admit: true}, admission.Chain(nil).Admit(ctx, attrs), "an empty chain admits")
+
+	r := admission.Chain{
+		handler("yes", admission.Result{Admit: true}),
+		handler("no", admission.Result{Reason: "Full", Message: "no room"}),
+		handler("never asked", admission.Result{Admit: true}),
+	}.Admit(ctx, attrs)
+	assert.Equal(t, admission.Result{Reason: "Full", Message: "no room"}, r, "the first rejection wins")
+	assert.Equal(t, []string{"yes", "no"}, asked)
+
+	r = admission.Chain{handler("mute", admission.Result{})}.Admit(ctx, attrs)
+	assert.Equal(t, admission.ReasonUnexpectedAdmissionError, r.Reason, "a rejection without a reason gets one")
+	assert.NotEmpty(t, r.Message)
+	r = admission.Chain{handler("terse", admission.Result{Message: "why not"})}.Admit(ctx, attrs)
+	assert.Equal(t, admission.Result{Reason: admission.ReasonUnexpectedAdmissionError, Message: "why not"}, r, "its message is kept")
+
+	asked = nil
+	r = admission.Chain{handler("yes", admission.Result{Admit: true}), nil, handler("after", admission.Result{Admit: true})}.Admit(ctx, attrs)
+	assert.False(t, r.Admit, "a nil handler rejects instead of panicking")
+	assert.Equal(t, admission.ReasonUnexpectedAdmissionError, r.Reason)
+	assert.Contains(t, r.Message, "handler 1")
+	assert.Equal(t, []string{"yes"}, asked)
 }

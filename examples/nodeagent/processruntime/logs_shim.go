@@ -1,0 +1,223 @@
+package processruntime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"k8s.io/utils/clock"
+
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/logshim"
+)
+
+// This file starts, waits for and stops the log shims: one process per
+// container instance that drains the container's stdout and stderr into
+// its log files (see the internal logshim package). A shim is the agent's
+// own executable run again, so it needs no other file on the node; it is
+// not a process of the pod (it does not carry the PODKIT_* variables), and
+// it outlives the agent as the container does.
+
+// shimExecutable is what a shim runs: the running program itself.
+const shimExecutable = "/proc/self/exe"
+
+// logShim is the log shim of one container instance.
+type logShim struct {
+	dir      string
+	instance int
+	// exited is closed once the shim has ended and been reaped; nil for
+	// the shim of an adopted process, which this runtime did not start.
+	exited chan struct{}
+}
+
+// containerLogDir is the directory of a container's log files.
+func containerLogDir(podDir, container string) string {
+	return filepath.Join(podDir, logsDir, container)
+}
+
+// startLogShim starts the shim of the container's instance and returns
+// the write ends of its stdout and stderr pipes, which the caller gives the
+// container and then closes.
+func (r *Runtime) startLogShim(dir string, instance int) (stdout, stderr *os.File, sh *logShim, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, nil, fmt.Errorf("creating the log directory: %w", err)
+	}
+	lock, err := logshim.CreateLock(dir, instance)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("locking the log: %w", err)
+	}
+	defer lock.Close()
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	for range 2 {
+		rd, wr, err := os.Pipe()
+		if err != nil {
+			closeAll()
+			_ = os.Remove(lock.Name())
+			return nil, nil, nil, fmt.Errorf("creating a pipe for the log: %w", err)
+		}
+		files = append(files, rd, wr)
+	}
+	cmd := &exec.Cmd{
+		Path: shimExecutable,
+		Args: append([]string{"podkit-log-shim"}, logshim.Args(dir, instance, r.logMaxSize, r.logMaxFiles)...),
+		// GORACE matters only when the program was built with -race (a
+		// test binary): the race runtime would sleep a second at exit.
+		Env:        []string{logshim.MarkerEnv + "=1", "GORACE=atexit_sleep_ms=0"},
+		Dir:        "/",
+		ExtraFiles: []*os.File{files[0], files[2], lock},
+		// A group of its own: signals for the agent's group (a terminal's
+		// Ctrl-C) or the container's do not reach it.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		_ = os.Remove(lock.Name())
+		return nil, nil, nil, fmt.Errorf("starting the log shim: %w", err)
+	}
+	files[0].Close()
+	files[2].Close()
+	// Record who holds the lock, so a stuck shim can be killed by a later
+	// run of the agent too.
+	if st, err := readStat(cmd.Process.Pid); err == nil {
+		_, _ = lock.WriteAt([]byte(strconv.Itoa(cmd.Process.Pid)+" "+strconv.FormatUint(st.startTicks, 10)+"\n"), 0)
+	}
+	sh = &logShim{dir: dir, instance: instance, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(sh.exited)
+	}()
+	return files[1], files[3], sh, nil
+}
+
+// awaitLogShim waits, once the instance's processes have ended, until its
+// shim has written everything and ended, so that a container's exit is
+// recorded only once its log is complete. It gives up after KillTimeout
+// (a process that escaped the container's group may still hold its
+// stdout) or when the runtime closes.
+func (r *Runtime) awaitLogShim(sh *logShim) {
+	if sh == nil {
+		return
+	}
+	deadline := r.clock.NewTimer(r.killTimeout)
+	defer deadline.Stop()
+	if sh.exited != nil {
+		select {
+		case <-sh.exited:
+		case <-deadline.C():
+			r.log.Info("A container's log shim still runs after the container ended; something outside the container holds its output", "dir", sh.dir, "instance", sh.instance)
+		}
+		return
+	}
+	var tick clock.Ticker
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
+	for !shimGone(sh) {
+		if tick == nil {
+			tick = r.clock.NewTicker(r.poll)
+		}
+		select {
+		case <-tick.C():
+		case <-deadline.C():
+			return
+		case <-r.closing:
+			return
+		}
+	}
+}
+
+// stopLogShims waits until no log shim of the pod runs, as the last step
+// of stopping it: every process of the pod has ended by then, so each shim
+// reaches end of file and ends by itself. A shim still running after
+// KillTimeout (held open by a process outside the pod) is killed.
+func (r *Runtime) stopLogShims(podDir string) error {
+	var running []*logShim
+	entries, err := os.ReadDir(filepath.Join(podDir, logsDir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("listing the log directories: %w", err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(podDir, logsDir, e.Name())
+		locks, _ := logshim.Locks(dir)
+		for _, i := range locks {
+			if sh := (&logShim{dir: dir, instance: i}); !shimGone(sh) {
+				running = append(running, sh)
+			}
+		}
+	}
+	if len(running) == 0 {
+		return nil
+	}
+	tick := r.clock.NewTicker(r.poll)
+	defer tick.Stop()
+	deadline := r.clock.NewTimer(r.killTimeout)
+	defer func() { deadline.Stop() }()
+	killed := false
+	for {
+		left := running[:0]
+		for _, sh := range running {
+			if !shimGone(sh) {
+				left = append(left, sh)
+			}
+		}
+		running = left
+		if len(running) == 0 {
+			return nil
+		}
+		select {
+		case <-tick.C():
+		case <-r.closing:
+			return ErrClosed
+		case <-deadline.C():
+			if killed {
+				return fmt.Errorf("the log shim of %s still runs %v after SIGKILL", running[0].dir, r.killTimeout)
+			}
+			killed = true
+			for _, sh := range running {
+				r.killLogShim(sh)
+			}
+			deadline = r.clock.NewTimer(r.killTimeout)
+		}
+	}
+}
+
+// shimGone reports whether the shim of the instance has ended: it
+// released its lock, and its process, which releases the lock as it exits,
+// is no longer in the process table (or a zombie).
+func shimGone(sh *logShim) bool {
+	if logshim.Running(sh.dir, sh.instance) {
+		return false
+	}
+	pid, start, err := logshim.Holder(sh.dir, sh.instance)
+	return err != nil || !sameProcess(pid, start)
+}
+
+// killLogShim SIGKILLs the shim holding the instance's lock, checking
+// first that the recorded process is still the shim.
+func (r *Runtime) killLogShim(sh *logShim) {
+	pid, start, err := logshim.Holder(sh.dir, sh.instance)
+	if err != nil {
+		r.log.Error(err, "Cannot find a stuck log shim to kill it", "dir", sh.dir)
+		return
+	}
+	if !sameProcess(pid, start) {
+		return
+	}
+	r.log.Info("Killing a log shim still running after its pod stopped; something outside the pod holds the container's output", "dir", sh.dir, "instance", sh.instance, "pid", pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		r.log.Error(err, "Cannot kill a stuck log shim", "pid", pid)
+	}
+}
