@@ -297,7 +297,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	var serveKubeletAPI func(context.Context) error
 	if cfg.KubeletAPI != nil {
-		serveKubeletAPI, err = listenKubeletAPI(ctx, cfg.KubeletAPI, cfg.NodeName, cs, store, metrics, log.WithName("kubeletapi"))
+		serveKubeletAPI, err = listenKubeletAPI(ctx, cfg.KubeletAPI, cfg.NodeName, cs, store, rt, metrics, log.WithName("kubeletapi"))
 		if err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}

@@ -5,15 +5,18 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 
 	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/kube/kubeletserver"
 	"github.com/podkit/podkit/examples/kube/nodemetrics"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/podmanager"
 )
 
@@ -40,18 +43,19 @@ type KubeletAPIConfig struct {
 // listenKubeletAPI listens as cfg says, publishes the endpoint in the Node's
 // status, and returns the server's run function.
 func listenKubeletAPI(ctx context.Context, cfg *KubeletAPIConfig, nodeName string, client kubernetes.Interface,
-	store *podmanager.Manager, m *nodemetrics.Metrics, log logr.Logger) (func(context.Context) error, error) {
+	store *podmanager.Manager, rt *processruntime.Runtime, m *nodemetrics.Metrics, log logr.Logger) (func(context.Context) error, error) {
 	if cfg.Address == nil {
 		return nil, errors.New("KubeletAPIConfig.Address is required")
 	}
 	srv, err := kubeletserver.New(kubeletserver.Options{
-		NodeName:    nodeName,
-		Certificate: cfg.Certificate,
-		ClientCA:    cfg.ClientCA,
-		Client:      client,
-		Pods:        store.GetPodByName,
-		Metrics:     m.Registry(),
-		Logger:      log,
+		NodeName:      nodeName,
+		Certificate:   cfg.Certificate,
+		ClientCA:      cfg.ClientCA,
+		Client:        client,
+		Pods:          store.GetPodByName,
+		ContainerLogs: containerLogs(rt),
+		Metrics:       m.Registry(),
+		Logger:        log,
 	})
 	if err != nil {
 		return nil, err
@@ -71,4 +75,21 @@ func listenKubeletAPI(ctx context.Context, cfg *KubeletAPIConfig, nodeName strin
 	}
 	log.Info("Serving the kubelet API", "address", l.Addr().String())
 	return func(ctx context.Context) error { return srv.Serve(ctx, l) }, nil
+}
+
+// containerLogs reads container logs from the process runtime.
+func containerLogs(rt *processruntime.Runtime) kubeletserver.ContainerLogsFunc {
+	return func(ctx context.Context, pod *v1.Pod, container string, opts *v1.PodLogOptions, w io.Writer) error {
+		lo := processruntime.LogOptions{
+			Follow:     opts.Follow,
+			Previous:   opts.Previous,
+			Timestamps: opts.Timestamps,
+			TailLines:  opts.TailLines,
+			LimitBytes: opts.LimitBytes,
+		}
+		if opts.SinceTime != nil {
+			lo.SinceTime = &opts.SinceTime.Time
+		}
+		return rt.ReadLogs(ctx, pod.UID, container, lo, w)
+	}
 }
