@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	v1 "k8s.io/api/core/v1"
@@ -298,9 +299,9 @@ func (c *Cluster) addNode(opts NodeOptions) (*Node, error) {
 	return n, nil
 }
 
-// Close stops the nodes (heartbeats, then agents), then every pod the
-// process runtime runs in their state directories (SIGTERM, one second of
-// grace, SIGKILL), then the controller manager, the scheduler, the API
+// Close stops the nodes (heartbeats, then agents), then every process of
+// the pods the process runtime knows in their state directories (SIGTERM,
+// one second of grace, SIGKILL), then the controller manager, the scheduler, the API
 // server and etcd, and removes the cluster's directory if Start made it. It
 // returns what failed on the way (an agent that stopped with an error,
 // processes that would not die); everything is stopped regardless. Close
@@ -336,7 +337,7 @@ func (c *Cluster) Close() error {
 		c.etcd.Close()
 	}
 	if c.removeDir {
-		errs = append(errs, os.RemoveAll(c.dir))
+		errs = append(errs, removeAll(c.dir))
 	}
 	return errors.Join(errs...)
 }
@@ -351,4 +352,23 @@ func nodeTaintedNotReady(node *v1.Node) bool {
 		}
 	}
 	return false
+}
+
+// removeTimeout bounds the removal of the cluster's directory.
+const removeTimeout = 10 * time.Second
+
+// removeAll removes dir, trying again while it fails: the closed runtimes
+// of the stopped agents may still be recording the exits of the processes
+// just killed.
+func removeAll(dir string) error {
+	ticker := time.NewTicker(50 * time.Millisecond)
+	defer ticker.Stop()
+	deadline := time.Now().Add(removeTimeout)
+	for {
+		err := os.RemoveAll(dir)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		<-ticker.C
+	}
 }
