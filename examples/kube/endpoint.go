@@ -53,3 +53,27 @@ func PublishKubeletEndpoint(ctx context.Context, nodes corev1client.NodesGetter,
 	}
 	return nil
 }
+
+// HostIP returns the first global unicast IPv4 address of a network
+// interface that is up, or 127.0.0.1 when there is none: a default for the
+// address an agent publishes (PublishKubeletEndpoint).
+func HostIP() net.IP {
+	ifaces, err := net.Interfaces()
+	if err == nil {
+		for _, iface := range ifaces {
+			if iface.Flags&net.FlagUp == 0 || iface.Flags&net.FlagLoopback != 0 {
+				continue
+			}
+			addrs, err := iface.Addrs()
+			if err != nil {
+				continue
+			}
+			for _, a := range addrs {
+				if ipnet, ok := a.(*net.IPNet); ok && ipnet.IP.To4() != nil && ipnet.IP.IsGlobalUnicast() {
+					return ipnet.IP.To4()
+				}
+			}
+		}
+	}
+	return net.IPv4(127, 0, 0, 1)
+}

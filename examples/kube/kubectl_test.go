@@ -22,24 +22,59 @@ type kubectl struct {
 	bin, kubeconfig, home string
 }
 
-// buildKubectl builds kubectl for the rest of t. Under -race it is built
-// with -race too, so it reuses the packages the test binary was built
-// from and only its own are compiled.
-func buildKubectl(t *testing.T, kubeconfig string) *kubectl {
+// binaries holds the commands the tests build, once per test binary; it
+// is removed when the tests end (TestMain).
+var binaries struct {
+	once sync.Once
+	dir  string
+	err  error
+	mu   sync.Mutex
+	// built maps a package to its binary.
+	built map[string]string
+}
+
+// buildOnce builds the command of package pkg (go build; with -race under
+// -race, so it reuses the packages the test binary was built from) once
+// per test binary and returns its path.
+func buildOnce(t testing.TB, pkg string) string {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "kubectl")
+	binaries.once.Do(func() {
+		binaries.dir, binaries.err = os.MkdirTemp("", "podkit-kube-test-bin-")
+		binaries.built = map[string]string{}
+	})
+	require.NoError(t, binaries.err)
+	binaries.mu.Lock()
+	defer binaries.mu.Unlock()
+	if bin, ok := binaries.built[pkg]; ok {
+		return bin
+	}
+	bin := filepath.Join(binaries.dir, filepath.Base(pkg))
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
 	start := time.Now()
-	out, err := exec.Command("go", append(args, "k8s.io/kubernetes/cmd/kubectl")...).CombinedOutput()
-	require.NoError(t, err, "building kubectl: %s", out)
-	t.Logf("kubectl built in %v", time.Since(start).Round(time.Millisecond))
-	home := filepath.Join(dir, "home") // kubectl's discovery cache goes here
-	require.NoError(t, os.Mkdir(home, 0o700))
-	return &kubectl{bin: bin, kubeconfig: kubeconfig, home: home}
+	out, err := exec.Command("go", append(args, pkg)...).CombinedOutput()
+	require.NoError(t, err, "building %s: %s", pkg, out)
+	t.Logf("%s built in %v", pkg, time.Since(start).Round(time.Millisecond))
+	binaries.built[pkg] = bin
+	return bin
+}
+
+// removeBinaries removes what buildOnce built.
+func removeBinaries() {
+	if binaries.dir != "" {
+		os.RemoveAll(binaries.dir)
+	}
+}
+
+// buildKubectl returns kubectl (built once per test binary) for the
+// cluster of kubeconfig, with a home directory of its own (for its
+// discovery cache) that lasts as long as t.
+func buildKubectl(t *testing.T, kubeconfig string) *kubectl {
+	t.Helper()
+	bin := buildOnce(t, "k8s.io/kubernetes/cmd/kubectl")
+	return &kubectl{bin: bin, kubeconfig: kubeconfig, home: t.TempDir()}
 }
 
 func (k *kubectl) command(ctx context.Context, args ...string) *exec.Cmd {

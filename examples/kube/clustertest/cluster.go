@@ -325,7 +325,7 @@ func (c *Cluster) Close() error {
 		errs = append(errs, n.StopAgent())
 		stateDirs = append(stateDirs, n.StateDir())
 	}
-	errs = append(errs, stopPodProcesses(stateDirs))
+	errs = append(errs, StopPodProcesses(stateDirs...))
 	for _, s := range []*runningServer{c.kcm, c.scheduler, c.apiserver} {
 		if s != nil {
 			if err := s.stop(); err != nil && !errors.Is(err, context.Canceled) {

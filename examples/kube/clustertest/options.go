@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/kube/agent"
 )
 
@@ -49,7 +50,7 @@ type Options struct {
 	// DefaultPodEvictionSeconds (Kubernetes: 300).
 	PodEvictionSeconds int
 	// NodeIP is the address the nodes serve the kubelet API on and
-	// publish as their InternalIP. Defaults to HostIP(). The API server's
+	// publish as their InternalIP. Defaults to kube.HostIP(). The API server's
 	// node proxy (kubectl get --raw /api/v1/nodes/<node>/proxy/metrics)
 	// refuses loopback addresses; pods/log (kubectl logs) takes them.
 	NodeIP net.IP
@@ -85,7 +86,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.NewAgent = DefaultAgent
 	}
 	if o.NodeIP == nil {
-		o.NodeIP = HostIP()
+		o.NodeIP = kube.HostIP()
 	}
 	switch {
 	case o.HeartbeatInterval < 0:
@@ -177,27 +178,4 @@ func DefaultAgent(env NodeEnv) (Agent, error) {
 		HousekeepingInterval: DefaultHousekeepingInterval,
 		Logger:               env.Logger,
 	})
-}
-
-// HostIP returns the first global unicast IPv4 address of a network
-// interface that is up, or 127.0.0.1 when there is none.
-func HostIP() net.IP {
-	ifaces, err := net.Interfaces()
-	if err == nil {
-		for _, iface := range ifaces {
-			if iface.Flags&net.FlagUp == 0 || iface.Flags&net.FlagLoopback != 0 {
-				continue
-			}
-			addrs, err := iface.Addrs()
-			if err != nil {
-				continue
-			}
-			for _, a := range addrs {
-				if ipnet, ok := a.(*net.IPNet); ok && ipnet.IP.To4() != nil && ipnet.IP.IsGlobalUnicast() {
-					return ipnet.IP.To4()
-				}
-			}
-		}
-	}
-	return net.IPv4(127, 0, 0, 1)
 }

@@ -13,15 +13,18 @@ import (
 // when the cluster closes.
 const graceTimeout = time.Second
 
-// stopPodProcesses stops every process of the pods the process runtime
+// StopPodProcesses stops every process of the pods the process runtime
 // knows in each state directory: SIGTERM to their process groups, one
-// second of grace, then SIGKILL until none is left. The agents must be
-// stopped first (a running agent would start them again). It reads the
+// second of grace, then SIGKILL until none is left. The agents using the
+// directories must be stopped first (a running agent would start them
+// again). Close does it for the cluster's nodes; call it for an agent the
+// harness does not run (a podkit-agent process given NodeConfig), since
+// the pods' processes outlive their agent by design. It reads the
 // pods from the runtime (Open, RuntimePods, Close) and signals the
 // processes itself: in this process, the closed runtimes of stopped agents
 // still reap their children and record their exits, so a new runtime
 // removing the pods' directories would race with them.
-func stopPodProcesses(stateDirs []string) error {
+func StopPodProcesses(stateDirs ...string) error {
 	uids := map[string]bool{}
 	var errs []error
 	for _, dir := range stateDirs {
