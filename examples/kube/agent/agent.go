@@ -152,13 +152,14 @@ var admitRunnable = admission.HandlerFunc(func(_ context.Context, attrs *admissi
 
 // NodeObject returns the Node an agent registers for nodeName: the
 // well-known hostname, OS and architecture labels, a Hostname address, and
-// the machine's CPUs and a pod count as capacity, so a scheduler can place
-// pods on it.
+// the machine's CPUs and memory and a pod count as capacity, so a
+// scheduler can place pods on it.
 func NodeObject(nodeName string) *v1.Node {
 	capacity := v1.ResourceList{
 		v1.ResourceCPU:  *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
 		v1.ResourcePods: *resource.NewQuantity(110, resource.DecimalSI),
 	}
+	addMemory(capacity)
 	return &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: nodeName,

@@ -61,6 +61,8 @@ func run() error {
 		clientCA     = flag.String("client-ca-file", "", "CA certificates (PEM) of the clients of the kubelet API, the API server's --kubelet-client-certificate among them; without it the kubelet API is not served")
 		tlsCert      = flag.String("tls-cert-file", "", "serving certificate (PEM) of the kubelet API (default: a self-signed one for --node-ip)")
 		tlsKey       = flag.String("tls-private-key-file", "", "the key of --tls-cert-file")
+		apiQPS       = flag.Float64("kube-api-qps", 50, "queries per second to the API server (the kubelet's default)")
+		apiBurst     = flag.Int("kube-api-burst", 100, "burst of queries to the API server (the kubelet's default)")
 		verbosity    = flag.Int("v", 0, "log verbosity")
 	)
 	flag.Parse()
@@ -73,6 +75,9 @@ func run() error {
 		return fmt.Errorf("loading the kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "podkit-agent/" + *nodeName
+	// client-go's default (5 per second) would hold back the status
+	// updates of a node starting a few dozen pods for seconds.
+	cfg.QPS, cfg.Burst = float32(*apiQPS), *apiBurst
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
