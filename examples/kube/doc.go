@@ -17,10 +17,16 @@
 //     terminal phase waits until the pod's containers are known stopped;
 //     a deleted pod is removed, with grace 0 and a UID precondition, once
 //     it is finished.
-//   - RegisterNode and NodeHeartbeat register the Node and keep it Ready.
+//   - RegisterNode and NodeHeartbeat register the Node and keep it Ready;
+//     PublishKubeletEndpoint tells the API server where the node serves
+//     the kubelet API (package kubeletserver), for kubectl logs and the
+//     node proxy.
 //
 // Package agent wires them to lifecycle, podworker and the process runtime
-// of examples/nodeagent; cmd/podkit-agent is the runnable agent.
+// of examples/nodeagent, with the kubelet API and the metrics of package
+// nodemetrics; cmd/podkit-agent is the runnable agent. Package clustertest
+// runs a whole cluster of such nodes in one process; cmd/podkit-cluster is
+// that cluster as a command.
 //
 // # Usage
 //

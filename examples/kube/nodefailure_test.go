@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
@@ -41,10 +42,7 @@ func testNodeFailure(t *testing.T, h *harness) {
 	nodes := h.pool(t, "fail", 3)
 	ns := h.namespace(t, "fail")
 	admin := h.c.Admin()
-	_, err := admin.AppsV1().Deployments(ns).Create(testContextFor(t, clusterTimeout),
-		deployment(ns, "svc", "fail", 3, scriptSpec("exec sleep 3600")), metav1.CreateOptions{})
-	require.NoError(t, err)
-	before := live(waitPods(t, admin, ns, "app=svc", "3 Running", allRunning(3)))
+	before := runSleepers(t, admin, ns, "svc", "fail", 3)
 	dark := nodes[0]
 	stale := onNode(before, dark.Name())
 	require.NotEmpty(t, stale, "the failing node runs a replica:\n%s", summarize(before))
@@ -89,10 +87,7 @@ func testClusterAgentRestart(t *testing.T, h *harness) {
 	node := nodes[0]
 	ns := h.namespace(t, "restart")
 	admin := h.c.Admin()
-	_, err := admin.AppsV1().Deployments(ns).Create(testContextFor(t, clusterTimeout),
-		deployment(ns, "app", "restart", 2, scriptSpec("exec sleep 3600")), metav1.CreateOptions{})
-	require.NoError(t, err)
-	pods := live(waitPods(t, admin, ns, "app=app", "2 Running", allRunning(2)))
+	pods := runSleepers(t, admin, ns, "app", "restart", 2)
 	keep, doomed := pods[0], pods[1]
 	keepProcs := mainProcesses(t, keep.UID)
 	require.NotEmpty(t, keepProcs)
@@ -123,10 +118,7 @@ func testDrain(t *testing.T, h *harness) {
 	nodes := h.pool(t, "drain", 2)
 	ns := h.namespace(t, "drain")
 	admin := h.c.Admin()
-	_, err := admin.AppsV1().Deployments(ns).Create(testContextFor(t, clusterTimeout),
-		deployment(ns, "web", "drain", 4, scriptSpec("exec sleep 3600")), metav1.CreateOptions{})
-	require.NoError(t, err)
-	pods := live(waitPods(t, admin, ns, "app=web", "4 Running", allRunning(4)))
+	pods := runSleepers(t, admin, ns, "web", "drain", 4)
 	drained := nodes[0].Name()
 	evicted := onNode(pods, drained)
 	require.NotEmpty(t, evicted, "the node to drain runs replicas:\n%s", summarize(pods))
@@ -152,11 +144,9 @@ func testNamespaceDeletion(t *testing.T, h *harness) {
 	h.pool(t, "ns", 2)
 	ns := h.namespace(t, "doomed")
 	admin := h.c.Admin()
-	_, err := admin.AppsV1().Deployments(ns).Create(testContextFor(t, clusterTimeout),
-		deployment(ns, "web", "ns", 3, scriptSpec("exec sleep 3600")), metav1.CreateOptions{})
-	require.NoError(t, err)
+	runSleepers(t, admin, ns, "web", "ns", 3)
 	spec := inPool(scriptSpec("exec sleep 3600"), "ns")
-	_, err = admin.CoreV1().Pods(ns).Create(testContextFor(t, clusterTimeout),
+	_, err := admin.CoreV1().Pods(ns).Create(testContextFor(t, clusterTimeout),
 		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lone", Labels: map[string]string{"app": "lone"}}, Spec: spec}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	pods := live(waitPods(t, admin, ns, "", "4 Running", allRunning(4)))
@@ -180,4 +170,14 @@ func testNamespaceDeletion(t *testing.T, h *harness) {
 	})
 	require.NoError(t, err)
 	assert.Empty(t, procs, "no process of the namespace's pods runs")
+}
+
+// runSleepers creates a Deployment of replicas long sleeps in the pool and
+// returns its pods once each runs.
+func runSleepers(t *testing.T, admin kubernetes.Interface, ns, name, pool string, replicas int) []v1.Pod {
+	t.Helper()
+	_, err := admin.AppsV1().Deployments(ns).Create(testContextFor(t, clusterTimeout),
+		deployment(ns, name, pool, int32(replicas), scriptSpec("exec sleep 3600")), metav1.CreateOptions{})
+	require.NoError(t, err)
+	return live(waitPods(t, admin, ns, "app="+name, fmt.Sprintf("%d Running", replicas), allRunning(replicas)))
 }

@@ -42,7 +42,7 @@ func StopPodProcesses(stateDirs ...string) error {
 		return errors.Join(errs...)
 	}
 	match := func(uid string) bool { return uids[uid] }
-	if err := signalAll(match, syscall.SIGTERM, graceTimeout); err != nil {
+	if err := signalAll(match, syscall.SIGTERM, graceTimeout, false); err != nil {
 		errs = append(errs, killStragglers(match))
 	}
 	return errors.Join(errs...)
@@ -50,22 +50,14 @@ func StopPodProcesses(stateDirs ...string) error {
 
 // signalAll sends sig to every process match selects (and to its process
 // group), and waits up to timeout for them to be gone: nil if they are.
-func signalAll(match func(string) bool, sig syscall.Signal, timeout time.Duration) error {
-	procs, err := processruntime.ScanProcesses(match)
-	if err != nil {
-		return err
-	}
+// With again, each process still there at a look is signalled again
+// (SIGKILL: a child forked meanwhile is not missed).
+func signalAll(match func(string) bool, sig syscall.Signal, timeout time.Duration, again bool) error {
 	ownGroup := syscall.Getpgrp()
-	for _, p := range procs {
-		if p.PGID > 1 && p.PGID != ownGroup {
-			_ = syscall.Kill(-p.PGID, sig)
-		}
-		_ = syscall.Kill(p.PID, sig)
-	}
 	ticker := time.NewTicker(20 * time.Millisecond)
 	defer ticker.Stop()
 	deadline := time.Now().Add(timeout)
-	for {
+	for first := true; ; first = false {
 		procs, err := processruntime.ScanProcesses(match)
 		if err != nil {
 			return err
@@ -74,7 +66,15 @@ func signalAll(match func(string) bool, sig syscall.Signal, timeout time.Duratio
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d processes still run", len(procs))
+			return fmt.Errorf("%d processes still run (first: PID %d)", len(procs), procs[0].PID)
+		}
+		if first || again {
+			for _, p := range procs {
+				if p.PGID > 1 && p.PGID != ownGroup {
+					_ = syscall.Kill(-p.PGID, sig)
+				}
+				_ = syscall.Kill(p.PID, sig)
+			}
 		}
 		<-ticker.C // look again until they are gone
 	}
@@ -86,27 +86,8 @@ const killTimeout = 10 * time.Second
 // killStragglers kills (SIGKILL, to the process and its group) every
 // process match selects by its pod UID, until none is left.
 func killStragglers(match func(string) bool) error {
-	ownGroup := syscall.Getpgrp()
-	ticker := time.NewTicker(20 * time.Millisecond)
-	defer ticker.Stop()
-	deadline := time.Now().Add(killTimeout)
-	for {
-		procs, err := processruntime.ScanProcesses(match)
-		if err != nil {
-			return fmt.Errorf("clustertest: finding pod processes: %w", err)
-		}
-		if len(procs) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("clustertest: %d pod processes survived SIGKILL for %v (first: PID %d)", len(procs), killTimeout, procs[0].PID)
-		}
-		for _, p := range procs {
-			if p.PGID > 1 && p.PGID != ownGroup {
-				_ = syscall.Kill(-p.PGID, syscall.SIGKILL)
-			}
-			_ = syscall.Kill(p.PID, syscall.SIGKILL)
-		}
-		<-ticker.C // look again until they are gone
+	if err := signalAll(match, syscall.SIGKILL, killTimeout, true); err != nil {
+		return fmt.Errorf("clustertest: pod processes survived SIGKILL for %v: %w", killTimeout, err)
 	}
+	return nil
 }

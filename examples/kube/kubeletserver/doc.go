@@ -22,8 +22,8 @@
 //
 // Create a Server with New, listen with net.Listen, publish the port in the
 // Node's status.daemonEndpoints.kubeletEndpoint with an InternalIP address
-// the API server can reach (kube.PublishKubeletEndpoint does both), and call
-// Serve from a goroutine of its own. Serve returns once ctx ends and every
+// the API server can reach (kube.PublishKubeletEndpoint), and call Serve
+// from a goroutine of its own. Serve returns once ctx ends and every
 // request has finished.
 //
 // # Limits
