@@ -23,10 +23,16 @@
 //     rate-limited, never blocking; a failing API server loses events,
 //     not pods. EvictionStatus is the final status of a pod the node
 //     evicts.
-//   - RegisterNode and NodeHeartbeat register the Node and keep it Ready.
+//   - RegisterNode and NodeHeartbeat register the Node and keep it Ready;
+//     PublishKubeletEndpoint tells the API server where the node serves
+//     the kubelet API (package kubeletserver), for kubectl logs and the
+//     node proxy.
 //
 // Package agent wires them to lifecycle, podworker and the process runtime
-// of examples/nodeagent; cmd/podkit-agent is the runnable agent.
+// of examples/nodeagent, with the kubelet API and the metrics of package
+// nodemetrics; cmd/podkit-agent is the runnable agent. Package clustertest
+// runs a whole cluster of such nodes in one process; cmd/podkit-cluster is
+// that cluster as a command.
 //
 // # Usage
 //

@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/nodemetrics"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/lifecycle/admission"
@@ -81,6 +82,14 @@ type Config struct {
 	RestartBackOff time.Duration
 	// Logger receives the agent's logs. Defaults to discarding them.
 	Logger logr.Logger
+
+	// Node is the Node registered when none of the name exists. Defaults
+	// to NodeObject(NodeName); set it to add labels or taints.
+	Node *v1.Node
+	// KubeletAPI, when set, serves the kubelet's read endpoints (container
+	// logs, /healthz, /metrics) over HTTPS, and publishes them in the
+	// Node's status.
+	KubeletAPI *KubeletAPIConfig
 }
 
 // Agent is one run of podkit-agent. Create it with New, run it with Run.
@@ -155,13 +164,14 @@ var admitRunnable = admission.HandlerFunc(func(_ context.Context, attrs *admissi
 
 // NodeObject returns the Node an agent registers for nodeName: the
 // well-known hostname, OS and architecture labels, a Hostname address, and
-// the machine's CPUs and a pod count as capacity, so a scheduler can place
-// pods on it.
+// the machine's CPUs and memory and a pod count as capacity, so a
+// scheduler can place pods on it.
 func NodeObject(nodeName string) *v1.Node {
 	capacity := v1.ResourceList{
 		v1.ResourceCPU:  *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
 		v1.ResourcePods: *resource.NewQuantity(110, resource.DecimalSI),
 	}
+	addMemory(capacity)
 	return &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: nodeName,
@@ -201,7 +211,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	cs := cfg.Client
 	core := cs.CoreV1()
 
-	node, err := kube.RegisterNode(ctx, core, NodeObject(cfg.NodeName))
+	want := cfg.Node
+	if want == nil {
+		want = NodeObject(cfg.NodeName)
+	}
+	node, err := kube.RegisterNode(ctx, core, want)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -255,7 +269,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return processruntime.APIStatus(pod, st), nil
 	}
-	workers, err := podworker.New(kube.WrapSyncer(rt, writer, derive), podworker.Options[processruntime.PodStatus]{
+	metrics, err := nodemetrics.New(nodemetrics.Options{NodeName: cfg.NodeName})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	syncer := nodemetrics.WrapSyncer(rt, metrics, podRuns(rt))
+	workers, err := podworker.New(kube.WrapSyncer(syncer, writer, derive), podworker.Options[processruntime.PodStatus]{
+		Metrics:        metrics.Provider(),
 		Status:         rt,
 		ResyncInterval: cfg.ResyncInterval,
 		Logger:         log.WithName("podworker"),
@@ -312,6 +332,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 
+	if err := observe(metrics, workers, store, rt); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	var serveKubeletAPI func(context.Context) error
+	if cfg.KubeletAPI != nil {
+		serveKubeletAPI, err = listenKubeletAPI(ctx, cfg.KubeletAPI, cfg.NodeName, cs, store, rt, metrics, log.WithName("kubeletapi"))
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+	}
+
 	a.mu.Lock()
 	a.workers = workers
 	a.handler, a.recorder, a.node = handler, recorder, node
@@ -345,6 +376,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("API source", func(ctx context.Context) error { return apiSource.Run(ctx, config) })
 	if manifests != nil {
 		run("manifest source", func(ctx context.Context) error { return manifests.Run(ctx, config) })
+	}
+	if serveKubeletAPI != nil {
+		run("kubelet API", serveKubeletAPI)
 	}
 	if cfg.HeartbeatInterval >= 0 {
 		hb := &kube.NodeHeartbeat{Client: cs, NodeName: cfg.NodeName, Interval: cfg.HeartbeatInterval, Health: a.health, Recorder: recorder}

@@ -11,6 +11,12 @@
 // SIGTERM; the pods' processes keep running and are adopted by the next
 // agent started with the same --state-dir.
 //
+// With --client-ca-file, it serves the kubelet API that kubectl logs and
+// metrics scrapers use (HTTPS on --kubelet-port, published in the Node's
+// status), letting in the clients whose certificates that CA signed (the
+// API server's kubelet client certificate) and bearer tokens the API
+// server accepts, each as far as the API server authorizes it.
+//
 // To run with a node identity, give it a kubeconfig for the user
 // system:node:<node-name> in group system:nodes: under
 // --authorization-mode=Node,RBAC and the NodeRestriction admission plugin
@@ -49,6 +55,14 @@ func run() error {
 		stateDir     = flag.String("state-dir", filepath.Join(os.TempDir(), "podkit-agent"), "directory for process records and logs; keep it across restarts")
 		manifestDir  = flag.String("manifest-dir", "", "directory of static pod manifests (empty: none)")
 		housekeeping = flag.Duration("housekeeping-interval", 0, "time between housekeeping runs (0: the default, 2s)")
+		heartbeat    = flag.Duration("heartbeat-interval", 0, "time between two renewals of the Node's Ready condition and Lease (0: the default, 10s)")
+		nodeIP       = flag.String("node-ip", "", "the IP the API server reaches the node's kubelet API at, published as its InternalIP (default: the first global unicast IPv4 address of this machine)")
+		kubeletPort  = flag.Int("kubelet-port", 10250, "the port of the kubelet API (container logs, /healthz, /metrics); 0 picks a free one")
+		clientCA     = flag.String("client-ca-file", "", "CA certificates (PEM) of the clients of the kubelet API, the API server's --kubelet-client-certificate among them; without it the kubelet API is not served")
+		tlsCert      = flag.String("tls-cert-file", "", "serving certificate (PEM) of the kubelet API (default: a self-signed one for --node-ip)")
+		tlsKey       = flag.String("tls-private-key-file", "", "the key of --tls-cert-file")
+		apiQPS       = flag.Float64("kube-api-qps", 50, "queries per second to the API server (the kubelet's default)")
+		apiBurst     = flag.Int("kube-api-burst", 100, "burst of queries to the API server (the kubelet's default)")
 		verbosity    = flag.Int("v", 0, "log verbosity")
 	)
 	flag.Parse()
@@ -61,18 +75,30 @@ func run() error {
 		return fmt.Errorf("loading the kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "podkit-agent/" + *nodeName
+	// client-go's default (5 per second) would hold back the status
+	// updates of a node starting a few dozen pods for seconds.
+	cfg.QPS, cfg.Burst = float32(*apiQPS), *apiBurst
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(*verbosity)))
 
+	api, err := kubeletAPI(*clientCA, *nodeIP, *kubeletPort, *tlsCert, *tlsKey)
+	if err != nil {
+		return err
+	}
+	if api == nil {
+		logger.Info("Not serving the kubelet API (kubectl logs, /metrics): no --client-ca-file")
+	}
 	a, err := agent.New(agent.Config{
 		Client:               client,
 		NodeName:             *nodeName,
 		StateDir:             *stateDir,
 		ManifestDir:          *manifestDir,
 		HousekeepingInterval: *housekeeping,
+		HeartbeatInterval:    *heartbeat,
+		KubeletAPI:           api,
 		Logger:               logger,
 	})
 	if err != nil {

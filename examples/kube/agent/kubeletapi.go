@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/kubeletserver"
+	"github.com/podkit/podkit/examples/kube/nodemetrics"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+	"github.com/podkit/podkit/podmanager"
+)
+
+// KubeletAPIConfig configures the kubelet API an Agent serves (package
+// kubeletserver): container logs, /healthz and /metrics over HTTPS, for
+// the API server (kubectl logs) and for scrapers.
+type KubeletAPIConfig struct {
+	// Address is the IP the API server reaches the node at (required). It
+	// is published as the Node's InternalIP.
+	Address net.IP
+	// BindAddress is the IP to listen on. Defaults to Address.
+	BindAddress net.IP
+	// Port is the port to listen on; 0 picks a free one. The port
+	// listened on is published in the Node's status.daemonEndpoints.
+	Port int
+	// Certificate is the serving certificate (required); it should name
+	// Address.
+	Certificate tls.Certificate
+	// ClientCA holds the PEM CA certificates whose client certificates
+	// identify users, as the kubelet's --client-ca-file (required).
+	ClientCA []byte
+}
+
+// listenKubeletAPI listens as cfg says, publishes the endpoint in the Node's
+// status, and returns the server's run function.
+func listenKubeletAPI(ctx context.Context, cfg *KubeletAPIConfig, nodeName string, client kubernetes.Interface,
+	store *podmanager.Manager, rt *processruntime.Runtime, m *nodemetrics.Metrics, log logr.Logger) (func(context.Context) error, error) {
+	if cfg.Address == nil {
+		return nil, errors.New("KubeletAPIConfig.Address is required")
+	}
+	srv, err := kubeletserver.New(kubeletserver.Options{
+		NodeName:      nodeName,
+		Certificate:   cfg.Certificate,
+		ClientCA:      cfg.ClientCA,
+		Client:        client,
+		Pods:          store.GetPodByName,
+		ContainerLogs: containerLogs(rt),
+		Metrics:       m.Registry(),
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	bind := cfg.BindAddress
+	if bind == nil {
+		bind = cfg.Address
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(bind.String(), strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("listening for the kubelet API: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := kube.PublishKubeletEndpoint(ctx, client.CoreV1(), nodeName, cfg.Address, port); err != nil {
+		l.Close()
+		return nil, err
+	}
+	log.Info("Serving the kubelet API", "address", l.Addr().String())
+	return func(ctx context.Context) error { return srv.Serve(ctx, l) }, nil
+}
+
+// containerLogs reads container logs from the process runtime.
+func containerLogs(rt *processruntime.Runtime) kubeletserver.ContainerLogsFunc {
+	return func(ctx context.Context, pod *v1.Pod, container string, opts *v1.PodLogOptions, w io.Writer) error {
+		lo := processruntime.LogOptions{
+			Follow:     opts.Follow,
+			Previous:   opts.Previous,
+			Timestamps: opts.Timestamps,
+			TailLines:  opts.TailLines,
+			LimitBytes: opts.LimitBytes,
+		}
+		if opts.SinceTime != nil {
+			lo.SinceTime = &opts.SinceTime.Time
+		}
+		return rt.ReadLogs(ctx, pod.UID, container, lo, w)
+	}
+}

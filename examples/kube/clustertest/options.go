@@ -1,0 +1,181 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/agent"
+)
+
+// Defaults of Options.
+const (
+	DefaultHeartbeatInterval      = time.Second
+	DefaultNodeMonitorGracePeriod = 10 * time.Second
+	DefaultPodEvictionSeconds     = 2
+	// DefaultHousekeepingInterval is the default agent's housekeeping
+	// interval (orphans, tombstones, mirror pods).
+	DefaultHousekeepingInterval = time.Second
+)
+
+// Options configure a cluster. The zero value is a control plane with no
+// nodes; Nodes adds some.
+type Options struct {
+	// Nodes are the podkit nodes started with the cluster; Start returns
+	// once each is Ready and schedulable. AddNode adds more later.
+	Nodes []NodeOptions
+	// Dir holds everything the cluster writes: etcd's data, certificates,
+	// kubeconfig files and each node's state directory. Empty: a new
+	// temporary directory, removed by Close. A Dir given is kept.
+	Dir string
+	// HeartbeatInterval is how often each node renews its Ready condition
+	// and Lease. Defaults to DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// NodeMonitorGracePeriod is how long a node may go without a heartbeat
+	// before the node lifecycle controller marks it Unknown (not ready)
+	// and taints it. Defaults to DefaultNodeMonitorGracePeriod (the
+	// kubelet's default is 50s, for a 10s heartbeat).
+	NodeMonitorGracePeriod time.Duration
+	// PodEvictionSeconds is how long a pod stays on a node that is not
+	// ready or unreachable before it is evicted: the toleration seconds
+	// the API server gives every pod. Defaults to
+	// DefaultPodEvictionSeconds (Kubernetes: 300).
+	PodEvictionSeconds int
+	// NodeIP is the address the nodes serve the kubelet API on and
+	// publish as their InternalIP. Defaults to kube.HostIP(). The API server's
+	// node proxy (kubectl get --raw /api/v1/nodes/<node>/proxy/metrics)
+	// refuses loopback addresses; pods/log (kubectl logs) takes them.
+	NodeIP net.IP
+	// NewAgent builds the agent of a node, at each start of the node.
+	// Defaults to DefaultAgent: podkit's agent over the process runtime.
+	// Give it your own to run your syncer in the cluster.
+	NewAgent func(NodeEnv) (Agent, error)
+	// Logger receives the agents' logs, each named by its node. Defaults
+	// to discarding them.
+	Logger logr.Logger
+	// ControlPlaneLog, when set, receives the control plane's logs (klog).
+	// klog is global to the process: setting it redirects every klog user
+	// in the process. Nil leaves klog alone (it writes to stderr).
+	ControlPlaneLog io.Writer
+	// APIServerFlags, SchedulerFlags and ControllerManagerFlags are extra
+	// command-line flags of each component, applied after (and so
+	// winning over) the harness's own.
+	APIServerFlags, SchedulerFlags, ControllerManagerFlags []string
+}
+
+// withDefaults returns o with every default filled in.
+func (o Options) withDefaults() (Options, error) {
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.NodeMonitorGracePeriod == 0 {
+		o.NodeMonitorGracePeriod = DefaultNodeMonitorGracePeriod
+	}
+	if o.PodEvictionSeconds == 0 {
+		o.PodEvictionSeconds = DefaultPodEvictionSeconds
+	}
+	if o.NewAgent == nil {
+		o.NewAgent = DefaultAgent
+	}
+	if o.NodeIP == nil {
+		o.NodeIP = kube.HostIP()
+	}
+	switch {
+	case o.HeartbeatInterval < 0:
+		return o, fmt.Errorf("clustertest: HeartbeatInterval is negative (%v)", o.HeartbeatInterval)
+	case o.NodeMonitorGracePeriod <= o.HeartbeatInterval:
+		return o, fmt.Errorf("clustertest: NodeMonitorGracePeriod (%v) must be longer than HeartbeatInterval (%v)", o.NodeMonitorGracePeriod, o.HeartbeatInterval)
+	case o.PodEvictionSeconds < 0:
+		return o, fmt.Errorf("clustertest: PodEvictionSeconds is negative (%d)", o.PodEvictionSeconds)
+	}
+	seen := map[string]bool{}
+	for _, n := range o.Nodes {
+		if err := n.validate(); err != nil {
+			return o, err
+		}
+		if seen[n.Name] {
+			return o, fmt.Errorf("clustertest: two nodes are named %q", n.Name)
+		}
+		seen[n.Name] = true
+	}
+	return o, nil
+}
+
+// NodeOptions describe one podkit node.
+type NodeOptions struct {
+	// Name is the Node's name (required), a DNS subdomain.
+	Name string
+	// Labels are added to the Node's (hostname, OS, architecture).
+	Labels map[string]string
+	// Taints are the Node's taints at registration.
+	Taints []v1.Taint
+}
+
+func (n NodeOptions) validate() error {
+	if n.Name == "" {
+		return fmt.Errorf("clustertest: a node has no name")
+	}
+	return nil
+}
+
+// Nodes returns n plain nodes, named node-0 to node-<n-1>.
+func Nodes(n int) []NodeOptions {
+	out := make([]NodeOptions, n)
+	for i := range out {
+		out[i].Name = fmt.Sprintf("node-%d", i)
+	}
+	return out
+}
+
+// Agent is a node agent the harness runs. Run runs it until ctx ends and
+// returns nil after a clean stop; the harness calls it once per Agent.
+type Agent interface {
+	Run(ctx context.Context) error
+}
+
+// NodeEnv is what an agent gets from the harness for one node.
+type NodeEnv struct {
+	// Name is the node's name.
+	Name string
+	// Client and Config act as the node: user system:node:<Name> in group
+	// system:nodes, by a client certificate of the cluster CA.
+	Client kubernetes.Interface
+	Config *rest.Config
+	// StateDir is the node's state directory, the same at every start of
+	// the node.
+	StateDir string
+	// Node is the Node to register: agent.NodeObject with the node's
+	// labels and taints.
+	Node *v1.Node
+	// KubeletAPI is where and how to serve the kubelet API: on 127.0.0.1,
+	// a free port, with a serving certificate of the cluster CA for that
+	// address, and the cluster CA as the client CA (the API server's
+	// kubelet client certificate is of it).
+	KubeletAPI *agent.KubeletAPIConfig
+	// Logger is Options.Logger named by the node.
+	Logger logr.Logger
+}
+
+// DefaultAgent returns podkit's agent (package agent) over the process
+// runtime, serving the kubelet API, with no heartbeat of its own (the
+// harness beats for it).
+func DefaultAgent(env NodeEnv) (Agent, error) {
+	return agent.New(agent.Config{
+		Client:               env.Client,
+		NodeName:             env.Name,
+		StateDir:             env.StateDir,
+		Node:                 env.Node,
+		KubeletAPI:           env.KubeletAPI,
+		HeartbeatInterval:    -1,
+		HousekeepingInterval: DefaultHousekeepingInterval,
+		Logger:               env.Logger,
+	})
+}

@@ -1,0 +1,134 @@
+// Command podkit-cluster runs a Kubernetes cluster in one process: etcd,
+// kube-apiserver, kube-scheduler and kube-controller-manager, with podkit
+// nodes whose pods run as processes on this machine.
+//
+//	go run ./examples/kube/cmd/podkit-cluster --nodes 3
+//
+// It writes an administrator's kubeconfig (to --kubeconfig, or into the
+// cluster's temporary directory), prints how to use it, and then prints the
+// nodes and pods as they change. Ctrl-C (or SIGTERM) stops every pod's
+// processes and the control plane, removes the temporary directory and the
+// kubeconfig, and exits 0.
+//
+// It is package clustertest as a command; see examples/kube's README for
+// what it is good for and what not.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2/textlogger"
+
+	"github.com/podkit/podkit/examples/kube/clustertest"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "podkit-cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		nodes      = flag.Int("nodes", 3, "number of podkit nodes (node-0, node-1, ...)")
+		kubeconfig = flag.String("kubeconfig", "", "where to write the administrator's kubeconfig (default: in the cluster's temporary directory); removed at exit")
+		logFile    = flag.String("log-file", "", "where to write the control plane's and the agents' logs (default: in the cluster's temporary directory)")
+		verbosity  = flag.Int("v", 0, "log verbosity of the agents")
+		quiet      = flag.Bool("quiet", false, "do not print nodes and pods as they change")
+	)
+	flag.Parse()
+	if *nodes < 0 {
+		return fmt.Errorf("--nodes must not be negative, got %d", *nodes)
+	}
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", flag.Args())
+	}
+
+	dir, err := os.MkdirTemp("", "podkit-cluster-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	logPath := *logFile
+	if logPath == "" {
+		logPath = filepath.Join(dir, "cluster.log")
+	}
+	logs, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(*verbosity), textlogger.Output(logs)))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Printf("Starting a control plane and %d podkit nodes (logs: %s)...\n", *nodes, logPath)
+	start := time.Now()
+	c, err := clustertest.Start(ctx, clustertest.Options{
+		Nodes:           clustertest.Nodes(*nodes),
+		Dir:             filepath.Join(dir, "cluster"),
+		Logger:          logger,
+		ControlPlaneLog: logs,
+	})
+	if err != nil {
+		return err
+	}
+	closed := false
+	closeCluster := func() error {
+		if closed {
+			return nil
+		}
+		closed = true
+		fmt.Println("Stopping the pods' processes and the cluster...")
+		return c.Close()
+	}
+	defer closeCluster()
+
+	path := c.Kubeconfig()
+	if *kubeconfig != "" {
+		path = *kubeconfig
+		if err := clustertest.WriteKubeconfig(path, c.AdminConfig()); err != nil {
+			return err
+		}
+		defer os.Remove(path)
+	}
+	printUsage(os.Stdout, path, time.Since(start))
+
+	if !*quiet {
+		go watch(ctx, c.Admin(), os.Stdout)
+	}
+	<-ctx.Done()
+	stop() // a second Ctrl-C kills at once
+	fmt.Println()
+	if err := closeCluster(); err != nil {
+		return err
+	}
+	fmt.Println("Stopped.")
+	return nil
+}
+
+func printUsage(w io.Writer, kubeconfig string, took time.Duration) {
+	fmt.Fprintf(w, `Cluster ready in %v. To use it:
+
+  export KUBECONFIG=%s
+  kubectl get nodes          # or, from examples/kube: go tool kubectl get nodes
+
+Pods run as processes on this machine: images are recorded, never pulled,
+so each container needs a command. For example:
+
+  kubectl run hello --image=none --restart=Never --command -- /bin/sh -c 'echo hello; sleep 60'
+  kubectl logs -f hello
+
+Press Ctrl-C to stop every pod and the cluster.
+
+`, took.Round(100*time.Millisecond), kubeconfig)
+}

@@ -1,0 +1,123 @@
+package nodemetrics
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/mirror"
+	"github.com/podkit/podkit/podworker"
+)
+
+// RunningFunc says whether pod runs now, as the runtime sees it after a
+// sync (for the kubelet: its phase is Running). It is called on the hook's
+// goroutine.
+type RunningFunc func(ctx context.Context, pod *v1.Pod) bool
+
+// WrapSyncer returns s with its hooks measured into m:
+// kubelet_pod_worker_duration_seconds for every hook, and
+// kubelet_pod_start_duration_seconds once per pod, after the first
+// successful SyncPod for which running says the pod runs (until then
+// running is asked after each SyncPod; after, never again for that UID).
+// A pod without a kubernetes.io/config.seen annotation has no start
+// duration.
+//
+// If s implements podworker.RuntimePodSyncer, so does the result.
+func WrapSyncer[T any](s podworker.PodSyncer[T], m *Metrics, running RunningFunc) podworker.PodSyncer[T] {
+	w := &startTracker{started: map[types.UID]bool{}}
+	timed := func(op string, start time.Time) {
+		m.workerDuration.WithLabelValues(op).Observe(m.clock.Since(start).Seconds())
+	}
+	funcs := podworker.PodSyncerFuncs[T]{
+		SyncPodFunc: func(ctx context.Context, updateType podworker.UpdateType, pod, mirrorPod *v1.Pod, st T) (bool, error) {
+			start := m.clock.Now()
+			terminal, err := s.SyncPod(ctx, updateType, pod, mirrorPod, st)
+			timed(updateType.String(), start)
+			if err == nil && !terminal && w.pending(pod.UID) && running(ctx, pod) {
+				if seen, ok := firstSeen(pod); ok && w.start(pod.UID) {
+					m.podStart.Observe(m.clock.Since(seen).Seconds())
+				}
+			}
+			return terminal, err
+		},
+		SyncTerminatingPodFunc: func(ctx context.Context, pod *v1.Pod, st T, gracePeriod int64, fn func(*v1.PodStatus)) error {
+			defer timed("kill", m.clock.Now())
+			return s.SyncTerminatingPod(ctx, pod, st, gracePeriod, fn)
+		},
+		SyncTerminatedPodFunc: func(ctx context.Context, pod *v1.Pod, st T) error {
+			defer timed("terminated", m.clock.Now())
+			err := s.SyncTerminatedPod(ctx, pod, st)
+			if err == nil {
+				w.forget(pod.UID)
+			}
+			return err
+		},
+	}
+	if rs, ok := s.(podworker.RuntimePodSyncer); ok {
+		funcs.SyncTerminatingRuntimePodFunc = func(ctx context.Context, pod podworker.RuntimePod) error {
+			defer timed("kill", m.clock.Now())
+			return rs.SyncTerminatingRuntimePod(ctx, pod)
+		}
+		return funcs
+	}
+	return syncerOnly[T]{funcs}
+}
+
+// firstSeen reads the time config first saw pod.
+func firstSeen(pod *v1.Pod) (time.Time, bool) {
+	v, ok := pod.Annotations[mirror.ConfigFirstSeenAnnotationKey]
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	return t, err == nil
+}
+
+// startTracker remembers which pods' start was observed, until their
+// cleanup: one entry per pod the workers hold.
+type startTracker struct {
+	mu      sync.Mutex
+	started map[types.UID]bool
+}
+
+func (t *startTracker) pending(uid types.UID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.started[uid]
+}
+
+// start marks uid started and says whether it was not yet.
+func (t *startTracker) start(uid types.UID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.started[uid] {
+		return false
+	}
+	t.started[uid] = true
+	return true
+}
+
+func (t *startTracker) forget(uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.started, uid)
+}
+
+// syncerOnly hides the runtime-pod hook of PodSyncerFuncs from the engine's
+// type assertion, for syncers that do not implement it.
+type syncerOnly[T any] struct{ f podworker.PodSyncerFuncs[T] }
+
+func (s syncerOnly[T]) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod, mirrorPod *v1.Pod, st T) (bool, error) {
+	return s.f.SyncPod(ctx, updateType, pod, mirrorPod, st)
+}
+
+func (s syncerOnly[T]) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st T, gracePeriod int64, fn func(*v1.PodStatus)) error {
+	return s.f.SyncTerminatingPod(ctx, pod, st, gracePeriod, fn)
+}
+
+func (s syncerOnly[T]) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st T) error {
+	return s.f.SyncTerminatedPod(ctx, pod, st)
+}
