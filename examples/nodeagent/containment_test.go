@@ -57,7 +57,7 @@ spec:
 			uids := a.uids()
 			stop()
 			require.NoError(t, wait(), "output:\n%s", out.String())
-			requireNoProcess(t, uids...)
+			requireNoProcess(t, a.rt, uids...)
 			assert.Contains(t, out.String(), "containment: ")
 		})
 	}

@@ -98,15 +98,24 @@ func (a *agent) uids() []types.UID {
 	return out
 }
 
-// requireNoProcess checks the process table for processes of uids.
-func requireNoProcess(t *testing.T, uids ...types.UID) {
+// requireNoProcess checks the process table for processes of uids that
+// rt (or an earlier runtime on its state directory) started.
+func requireNoProcess(t *testing.T, rt *processruntime.Runtime, uids ...types.UID) {
 	t.Helper()
 	want := map[string]bool{}
 	for _, u := range uids {
 		want[string(u)] = true
 	}
-	left, err := processruntime.ScanProcesses(func(uid string) bool { return want[uid] })
+	// Only this runtime's processes: parallel tests run the same static
+	// manifests on the same node name, so their pods share UIDs.
+	all, err := rt.Processes()
 	require.NoError(t, err)
+	var left []processruntime.Process
+	for _, p := range all {
+		if want[p.PodUID] {
+			left = append(left, p)
+		}
+	}
 	require.Empty(t, left, "processes of the agent's pods are still in the process table")
 }
 
@@ -179,7 +188,7 @@ func TestDemoRunsToItsSummary(t *testing.T) {
 	} {
 		assert.Contains(t, text, line)
 	}
-	requireNoProcess(t, a.uids()...)
+	requireNoProcess(t, a.rt, a.uids()...)
 
 	// Every pod was cleaned up. What is left are the tombstones (logs and
 	// final states) of the pods config still has; the graceful pod left
@@ -275,7 +284,7 @@ spec:
 
 	stop()
 	require.NoError(t, wait(), "output:\n%s", out.String())
-	requireNoProcess(t, uid)
+	requireNoProcess(t, a.rt, uid)
 
 	// After the shutdown the endpoint tells the pod is gone for good.
 	rec := httptest.NewRecorder()
@@ -338,7 +347,7 @@ spec:
 	stop() // as SIGINT does
 	require.NoError(t, wait(), "output:\n%s", out.String())
 	assert.GreaterOrEqual(t, time.Since(start), time.Second, "the stubborn pod had its grace period")
-	requireNoProcess(t, uids...)
+	requireNoProcess(t, a.rt, uids...)
 
 	rows := map[string]summaryRow{}
 	for _, r := range a.summary() {
@@ -393,12 +402,12 @@ func TestOrphansOfAnEarlierRunAreKilled(t *testing.T) {
 	_, err = earlier.SyncPod(context.Background(), podworker.SyncPodCreate, orphan, nil, processruntime.PodStatus{})
 	require.NoError(t, err)
 	require.NoError(t, earlier.Close())
-	t.Cleanup(func() { requireNoProcess(t, orphan.UID) })
+	t.Cleanup(func() { requireNoProcess(t, earlier, orphan.UID) })
 
 	a, out, _, wait := startAgent(t, opts)
 	require.NoError(t, wait(), "output:\n%s", out.String())
 	assert.Contains(t, out.String(), "default/forgotten               absent → termination-requested       left over from a previous run: killing it, grace 1s")
-	requireNoProcess(t, orphan.UID)
+	requireNoProcess(t, a.rt, orphan.UID)
 	assert.Empty(t, a.rt.RuntimePods())
 }
 

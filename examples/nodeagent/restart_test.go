@@ -75,7 +75,7 @@ func TestARestartedAgentDoesNotRunAFinishedStaticJobAgain(t *testing.T) {
 	assert.Equal(t, "once ran\n", log)
 	stop()
 	require.NoError(t, wait(), "output:\n%s", out.String())
-	requireNoProcess(t, once, serve)
+	requireNoProcess(t, first.rt, once, serve)
 
 	// The agent starts again on the same state directory, with the same
 	// manifests: same UIDs.
@@ -99,7 +99,7 @@ func TestARestartedAgentDoesNotRunAFinishedStaticJobAgain(t *testing.T) {
 
 	stop()
 	require.NoError(t, wait(), "output:\n%s", out.String())
-	requireNoProcess(t, once, serve)
+	requireNoProcess(t, second.rt, once, serve)
 	// Container events are printed as they are drained, at the latest at
 	// shutdown: the output is complete now.
 	text := out.String()
