@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podkit/podkit/examples/kube/internal/syncerwrap"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -96,25 +97,5 @@ func WrapSyncer[T any](s podworker.PodSyncer[T], w *StatusWriter, status PodStat
 			return s.SyncTerminatedPod(ctx, pod, st)
 		},
 	}
-	if rs, ok := s.(podworker.RuntimePodSyncer); ok {
-		funcs.SyncTerminatingRuntimePodFunc = rs.SyncTerminatingRuntimePod
-		return funcs
-	}
-	return syncerOnly[T]{funcs}
-}
-
-// syncerOnly hides the runtime-pod hook of PodSyncerFuncs from the engine's
-// type assertion, for syncers that do not implement it.
-type syncerOnly[T any] struct{ f podworker.PodSyncerFuncs[T] }
-
-func (s syncerOnly[T]) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod, mirrorPod *v1.Pod, st T) (bool, error) {
-	return s.f.SyncPod(ctx, updateType, pod, mirrorPod, st)
-}
-
-func (s syncerOnly[T]) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st T, gracePeriod int64, podStatusFn func(*v1.PodStatus)) error {
-	return s.f.SyncTerminatingPod(ctx, pod, st, gracePeriod, podStatusFn)
-}
-
-func (s syncerOnly[T]) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st T) error {
-	return s.f.SyncTerminatedPod(ctx, pod, st)
+	return syncerwrap.As(s, funcs)
 }

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podkit/podkit/examples/kube/internal/syncerwrap"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
@@ -61,9 +62,8 @@ func WrapSyncer[T any](s podworker.PodSyncer[T], m *Metrics, running RunningFunc
 			defer timed("kill", m.clock.Now())
 			return rs.SyncTerminatingRuntimePod(ctx, pod)
 		}
-		return funcs
 	}
-	return syncerOnly[T]{funcs}
+	return syncerwrap.As(s, funcs)
 }
 
 // firstSeen reads the time config first saw pod.
@@ -104,20 +104,4 @@ func (t *startTracker) forget(uid types.UID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.started, uid)
-}
-
-// syncerOnly hides the runtime-pod hook of PodSyncerFuncs from the engine's
-// type assertion, for syncers that do not implement it.
-type syncerOnly[T any] struct{ f podworker.PodSyncerFuncs[T] }
-
-func (s syncerOnly[T]) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod, mirrorPod *v1.Pod, st T) (bool, error) {
-	return s.f.SyncPod(ctx, updateType, pod, mirrorPod, st)
-}
-
-func (s syncerOnly[T]) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st T, gracePeriod int64, fn func(*v1.PodStatus)) error {
-	return s.f.SyncTerminatingPod(ctx, pod, st, gracePeriod, fn)
-}
-
-func (s syncerOnly[T]) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st T) error {
-	return s.f.SyncTerminatedPod(ctx, pod, st)
 }
