@@ -8,7 +8,6 @@
 package containerdtest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -27,6 +26,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podkit/podkit/examples/cri"
+	"github.com/podkit/podkit/examples/internal/mountinfo"
 )
 
 // Image names the harness imports.
@@ -430,22 +430,15 @@ func cmdline(pid int) string {
 // mountsUnder returns the mount points at or under any of roots, deepest
 // first.
 func mountsUnder(roots []string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMount(fields[4])
+	for _, m := range mounts {
 		for _, r := range roots {
-			if mp == r || strings.HasPrefix(mp, r+"/") {
-				out = append(out, mp)
+			if m.MountPoint == r || strings.HasPrefix(m.MountPoint, r+"/") {
+				out = append(out, m.MountPoint)
 				break
 			}
 		}
@@ -454,23 +447,4 @@ func mountsUnder(roots []string) []string {
 		out[i], out[j] = out[j], out[i]
 	}
 	return out
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -3,7 +3,6 @@
 package processruntime
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/podkit/podkit/examples/internal/mountinfo"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -113,48 +113,21 @@ func cgroupOf(pid string) (string, error) {
 	if !found {
 		return "", fmt.Errorf("process %s is in no cgroup v2 hierarchy", pid)
 	}
-	mi, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return "", fmt.Errorf("reading the mount table: %w", err)
 	}
-	defer mi.Close()
-	sc := bufio.NewScanner(mi)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		fields, postFields := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(fields) < 5 || len(postFields) < 1 || postFields[0] != "cgroup2" {
+	for _, m := range mounts {
+		if m.FSType != "cgroup2" {
 			continue
 		}
-		root, mountPoint := unescapeMount(fields[3]), unescapeMount(fields[4])
-		rel, err := filepath.Rel(root, path)
+		rel, err := filepath.Rel(m.Root, path)
 		if err != nil || strings.HasPrefix(rel, "..") {
 			continue
 		}
-		return filepath.Join(mountPoint, rel), nil
+		return filepath.Join(m.MountPoint, rel), nil
 	}
 	return "", errors.New("no cgroup v2 hierarchy is mounted")
-}
-
-// unescapeMount undoes the octal escapes (\040 for a space) of a
-// mountinfo field.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 func (t *cgroupTree) podCgroup(uid types.UID) string {
