@@ -18,8 +18,11 @@ var (
 
 // RetryAfter wraps err so that the engine retries the failed hook after d
 // instead of after its own exponential backoff. A d below zero means "at
-// once"; a d above Options.MaxBackOff is clamped to it. The returned error
-// unwraps to err and is a RetryDelayer. RetryAfter(nil, d) is nil.
+// once"; a d above Options.MaxBackOff (itself at most MaxDelay) is clamped
+// to it, so that no delay a hook asks for, math.MaxInt64 included, can
+// overflow the engine's clock and make it retry in a busy loop. The
+// returned error unwraps to err and is a RetryDelayer. RetryAfter(nil, d)
+// is nil.
 //
 // The engine finds the delay anywhere in the error a hook returns: wrapped
 // with fmt.Errorf("...: %w", err), joined with errors.Join, or collected in

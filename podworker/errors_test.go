@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -130,6 +131,13 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"negative BackOff", podworker.Options[struct{}]{BackOff: -time.Second}, "BackOff"},
 		{"negative MaxBackOff", podworker.Options[struct{}]{MaxBackOff: -time.Second}, "MaxBackOff"},
 		{"MaxBackOff below BackOff", podworker.Options[struct{}]{BackOff: time.Minute, MaxBackOff: time.Second}, "MaxBackOff"},
+		// Huge delays would overflow the engine's clock arithmetic and make
+		// the pod's hooks run in a busy loop.
+		{"huge ResyncInterval", podworker.Options[struct{}]{ResyncInterval: math.MaxInt64}, "ResyncInterval is"},
+		{"huge BackOff", podworker.Options[struct{}]{BackOff: math.MaxInt64, MaxBackOff: math.MaxInt64}, "BackOff is"},
+		{"huge MaxBackOff", podworker.Options[struct{}]{MaxBackOff: math.MaxInt64}, "MaxBackOff is"},
+		{"huge SlowHookWarning", podworker.Options[struct{}]{SlowHookWarning: math.MaxInt64}, "SlowHookWarning is"},
+		{"ResyncInterval just above MaxDelay", podworker.Options[struct{}]{ResyncInterval: podworker.MaxDelay + 1}, "MaxDelay"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, err := podworker.New[struct{}](f, tc.opts)
@@ -147,6 +155,10 @@ func TestNewValidatesOptions(t *testing.T) {
 		w, err := podworker.New[struct{}](f, podworker.Options[struct{}]{})
 		require.NoError(t, err)
 		require.NotNil(t, w)
+	})
+	t.Run("MaxDelay itself is valid everywhere", func(t *testing.T) {
+		_, err := podworker.New[struct{}](f, podworker.Options[struct{}]{ResyncInterval: podworker.MaxDelay, BackOff: podworker.MaxDelay, MaxBackOff: podworker.MaxDelay, SlowHookWarning: podworker.MaxDelay})
+		require.NoError(t, err)
 	})
 	t.Run("a BackOff above the default MaxBackOff raises it", func(t *testing.T) {
 		_, err := podworker.New[struct{}](f, podworker.Options[struct{}]{BackOff: time.Hour})

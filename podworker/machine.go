@@ -2,6 +2,7 @@ package podworker
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -119,6 +120,17 @@ func (m *machine) now() tick {
 }
 
 func (m *machine) ticks(t time.Time) tick { return tick(t.Sub(m.epoch)) }
+
+// after returns the tick d after t, saturating at the largest tick: a delay
+// the machine schedules never wraps around into the past (which would make
+// it due at once, and a pod's hooks run in a busy loop). Options caps every
+// delay at MaxDelay; this holds whatever the caller asks.
+func (t tick) after(d time.Duration) tick {
+	if d > 0 && t > math.MaxInt64-tick(d) {
+		return math.MaxInt64
+	}
+	return t + tick(d)
+}
 
 // nowTime returns the time of the current call.
 func (m *machine) nowTime() time.Time      { return m.timeOf(m.now()) }

@@ -181,7 +181,7 @@ func (m *machine) complete(c *hookCall, terminal bool, err error, fx *effects) {
 			}
 			d = m.cfg.jitter(time.Duration(r.backoff))
 		}
-		m.delay(r, m.now()+tick(d), fx)
+		m.delay(r, m.now().after(d), fx)
 		return
 	}
 	r.backoff = 0
@@ -202,7 +202,7 @@ func (m *machine) complete(c *hookCall, terminal bool, err error, fx *effects) {
 		if r.has(fHasPending) {
 			m.makeReady(r, fx)
 		} else if m.cfg.resync > 0 {
-			m.delay(r, m.now()+tick(m.cfg.jitter(m.cfg.resync)), fx)
+			m.delay(r, m.now().after(m.cfg.jitter(m.cfg.resync)), fx)
 		}
 	case HookSyncTerminatingRuntimePod:
 		// Nothing else to clean up for a pod known only from the runtime:
@@ -265,10 +265,16 @@ func (m *machine) fireDue(fx *effects) (next time.Time, ok bool) {
 				uid:       r.uid,
 				fullName:  r.fullNameOf(),
 				hook:      Hook(r.hook),
-				cancelled: time.Duration(r.slowWarnings) * m.cfg.slowWarning,
+				cancelled: timesSaturating(m.cfg.slowWarning, r.slowWarnings),
 				first:     r.slowWarnings == 1,
 			})
-			m.delay(r, tick(due)+tick(m.cfg.slowWarning), fx)
+			if again := tick(due).after(m.cfg.slowWarning); again > tick(due) {
+				m.delay(r, again, fx)
+			} else {
+				// The clock reads the end of time: no later report can be due.
+				m.delayed.Remove(r)
+				r.flags &^= fTimed
+			}
 			continue
 		}
 		m.delayed.Remove(r)
@@ -278,4 +284,13 @@ func (m *machine) fireDue(fx *effects) (next time.Time, ok bool) {
 			m.makeReady(r, fx)
 		}
 	}
+}
+
+// timesSaturating returns n times d, or the largest Duration when that
+// overflows.
+func timesSaturating(d time.Duration, n uint16) time.Duration {
+	if n > 0 && d > math.MaxInt64/time.Duration(n) {
+		return math.MaxInt64
+	}
+	return d * time.Duration(n)
 }

@@ -188,7 +188,7 @@ func (m *machine) cancelHooks(r *record, fx *effects) {
 	fx.cancels.add(c)
 	if r.has(fRunning) && m.cfg.slowWarning > 0 && !r.has(fTimed) {
 		r.slowWarnings = 0
-		m.delay(r, m.now()+tick(m.cfg.slowWarning), fx)
+		m.delay(r, m.now().after(m.cfg.slowWarning), fx)
 	}
 }
 

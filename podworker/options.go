@@ -22,14 +22,17 @@ type Options[T any] struct {
 	MaxConcurrentSyncs int
 	// ResyncInterval is how long after a successful SyncPod the engine calls
 	// SyncPod again (as SyncPodSync), jittered up by to 50%. Defaults to one
-	// minute. A negative value disables resyncs.
+	// minute. A negative value disables resyncs; one above MaxDelay is an
+	// error.
 	ResyncInterval time.Duration
 	// BackOff is the first delay after a failed hook; each further failure
 	// of the same pod doubles it, up to MaxBackOff. Delays are jittered up by
-	// to 50%. A success resets it. Defaults to one second.
+	// to 50%. A success resets it. Defaults to one second. Negative, or above
+	// MaxDelay, is an error.
 	BackOff time.Duration
-	// MaxBackOff caps the backoff. Defaults to two minutes, or BackOff when
-	// that is larger. It must not be below BackOff.
+	// MaxBackOff caps the backoff, and the delay a hook's RetryAfter error
+	// asks for. Defaults to two minutes, or BackOff when that is larger. It
+	// must not be below BackOff; negative, or above MaxDelay, is an error.
 	MaxBackOff time.Duration
 	// Clock is the source of all time and timers. Defaults to the real
 	// clock; tests use k8s.io/utils/clock/testing or testing/synctest.
@@ -48,9 +51,19 @@ type Options[T any] struct {
 	// every SlowHookWarning while it runs on; each such hook call is
 	// counted once by MetricsProvider.NewSlowHooksMetric. While Run shuts
 	// down, it logs at the same pace which hooks it still waits for.
-	// Defaults to one minute; a negative value turns the warnings off.
+	// Defaults to one minute; a negative value turns the warnings off; one
+	// above MaxDelay is an error.
 	SlowHookWarning time.Duration
 }
+
+// MaxDelay is the longest delay the engine schedules: New refuses a
+// ResyncInterval, BackOff, MaxBackOff or SlowHookWarning above it, and a
+// hook's RetryAfter delay is cut to MaxBackOff, so to MaxDelay at most. It
+// is MaxGracePeriodSeconds seconds, about 100 years: longer than any agent
+// runs, and short enough that a delay, jittered up by half and added to any
+// reading of the clock, never overflows a time.Duration (an overflow would
+// make the delay negative, and the pod's hooks run in a busy loop).
+const MaxDelay = time.Duration(MaxGracePeriodSeconds) * time.Second
 
 const (
 	defaultResyncInterval = time.Minute
@@ -69,6 +82,14 @@ func (o *Options[T]) complete() error {
 	}
 	if o.MaxBackOff < 0 {
 		return fmt.Errorf("podworker: MaxBackOff is %v; want 0 (default) or more", o.MaxBackOff)
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"ResyncInterval", o.ResyncInterval}, {"BackOff", o.BackOff}, {"MaxBackOff", o.MaxBackOff}, {"SlowHookWarning", o.SlowHookWarning}} {
+		if f.d > MaxDelay {
+			return fmt.Errorf("podworker: %s is %v; want at most MaxDelay (%v)", f.name, f.d, MaxDelay)
+		}
 	}
 	if o.BackOff != 0 && o.MaxBackOff != 0 && o.MaxBackOff < o.BackOff {
 		return fmt.Errorf("podworker: MaxBackOff %v is below BackOff %v", o.MaxBackOff, o.BackOff)
