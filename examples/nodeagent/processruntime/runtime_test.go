@@ -3,6 +3,7 @@ package processruntime_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,6 +149,11 @@ func TestRestartBackoffDoublesUpToTheCap(t *testing.T) {
 	for n, want := range []time.Duration{0, 10 * time.Second, 20 * time.Second, 30 * time.Second, 30 * time.Second} {
 		require.NoError(t, os.WriteFile(release, nil, 0o600))
 		ev.wait(t, "exit", exitedEvent(pod.UID, "crash", n+1))
+		if want == 0 {
+			api := processruntime.APIStatus(pod, status(t, rt, pod.UID))
+			require.NotNil(t, api.ContainerStatuses[0].State.Terminated, "before an immediate restart the exit shows, as the kubelet shows it")
+			assert.Equal(t, int32(1), api.ContainerStatuses[0].State.Terminated.ExitCode)
+		}
 		terminal, err := syncPod(rt, pod)
 		require.False(t, terminal)
 		if want == 0 {
@@ -162,6 +168,8 @@ func TestRestartBackoffDoublesUpToTheCap(t *testing.T) {
 			api := processruntime.APIStatus(pod, status(t, rt, pod.UID))
 			require.NotNil(t, api.ContainerStatuses[0].State.Waiting)
 			assert.Equal(t, processruntime.ReasonCrashLoopBackOff, api.ContainerStatuses[0].State.Waiting.Reason)
+			assert.Equal(t, fmt.Sprintf("back-off %s restarting failed container=crash pod=%s_%s(%s)", want, pod.Name, pod.Namespace, pod.UID),
+				api.ContainerStatuses[0].State.Waiting.Message, "the kubelet's message, with the backoff waited out")
 			assert.Equal(t, int32(1), api.ContainerStatuses[0].LastTerminationState.Terminated.ExitCode)
 			// Not yet: one step short.
 			clk.Step(want - time.Millisecond)

@@ -39,6 +39,9 @@ func (r *Runtime) snapshotLocked(p *podState) PodStatus {
 			if w := r.restartWaitLocked(c, now); w > 0 {
 				cs.BackOffUntil = now.Add(w)
 			}
+			if c.rec.BackOff > 0 && !r.backOffExpired(c) {
+				cs.BackOff = c.rec.BackOff
+			}
 		default:
 			cs.State = ContainerStateWaiting
 		}

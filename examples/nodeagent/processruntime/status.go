@@ -2,7 +2,6 @@ package processruntime
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -10,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podkit/podkit/internal/podstatus"
+	"github.com/podkit/podkit/mirror"
 )
 
 // ContainerState is where a container's process stands.
@@ -89,6 +89,10 @@ type ContainerStatus struct {
 	// BackOffUntil is, for an exited container that will be restarted, the
 	// earliest time it may start again (zero: at the next SyncPod).
 	BackOffUntil time.Time
+	// BackOff is, for an exited container whose restart waits out a
+	// backoff, that backoff: it may start again BackOff after its exit.
+	// Zero when the restart is immediate, as the first one is.
+	BackOff time.Duration
 }
 
 // PodStatus is a snapshot of one pod as the runtime sees it: the T of the
@@ -141,18 +145,27 @@ func (s PodStatus) Container(name string) (ContainerStatus, bool) {
 
 // APIStatus turns the runtime's view of pod into a v1.PodStatus the way the
 // kubelet derives one from its runtime: container statuses with restart
-// counts and exit codes, the phase, and the PodReadyToStartContainers,
-// Initialized, Ready, ContainersReady and PodScheduled conditions. The
-// previous pod.Status is read only to keep the transition times of
-// conditions that did not change. The result is the caller's.
+// counts and exit codes, the phase (podstatus.Phase), and the
+// PodReadyToStartContainers, Initialized, Ready, ContainersReady and
+// PodScheduled conditions with the kubelet's reasons and messages. The
+// status and each condition observe pod.Generation (ObservedGeneration),
+// as the kubelet's do since PodObservedGenerationTracking. The previous
+// pod.Status is read only to keep the transition times of conditions that
+// did not change. The result is the caller's.
 //
-// Containers are ready when running (the runtime has no probes). A stopped
-// pod is always given a terminal phase; the kubelet leaves static pods out
-// of that rule (a TODO upstream, kubernetes#116484), which podkit does not.
-// The kill's PodStatusFunc, if any, is applied last.
+// A regular container is ready while it runs (the runtime has no probes);
+// an init container is ready once it exited 0, as the kubelet reports it.
+// An exited container that waits out its restart backoff is waiting, with
+// reason CrashLoopBackOff, the kubelet's message naming the backoff, and
+// the exit as its last termination; one that restarts at once (the first
+// restart) shows its exit until it does. A stopped pod is always given a
+// terminal phase; the kubelet leaves static pods out of that rule (a TODO
+// upstream, kubernetes#116484), which podkit does not. The kill's
+// PodStatusFunc, if any, is applied last.
 func APIStatus(pod *v1.Pod, s PodStatus) v1.PodStatus {
 	hasInit := len(pod.Spec.InitContainers) > 0
 	out := v1.PodStatus{
+		ObservedGeneration:    pod.Generation,
 		InitContainerStatuses: apiContainerStatuses(pod, pod.Spec.InitContainers, s.InitContainers, s.Stopped, hasInit, true),
 		ContainerStatuses:     apiContainerStatuses(pod, pod.Spec.Containers, s.Containers, s.Stopped, hasInit, false),
 	}
@@ -163,10 +176,7 @@ func APIStatus(pod *v1.Pod, s PodStatus) v1.PodStatus {
 	if s.Stopped {
 		markUnknownTerminated(out.InitContainerStatuses, out.ContainerStatuses)
 	}
-	out.Phase = podPhase(pod, out.InitContainerStatuses, out.ContainerStatuses, s.Stopped)
-	if s.Stopped && !podstatus.IsTerminal(out.Phase) {
-		out.Phase = v1.PodFailed
-	}
+	out.Phase = podstatus.Phase(&pod.Spec, out.InitContainerStatuses, out.ContainerStatuses, s.Stopped)
 	now := s.Time
 	if now.IsZero() {
 		now = time.Now()
@@ -178,8 +188,9 @@ func APIStatus(pod *v1.Pod, s PodStatus) v1.PodStatus {
 	return out
 }
 
-// apiContainerStatuses converts the statuses of one list of containers, in
-// spec order; a spec container the runtime has not seen is waiting.
+// apiContainerStatuses converts the statuses of one list of containers
+// (init when init is true), in spec order; a spec container the runtime
+// has not seen is waiting.
 func apiContainerStatuses(pod *v1.Pod, specs []v1.Container, have []ContainerStatus, stopped, hasInit, init bool) []v1.ContainerStatus {
 	if len(specs) == 0 {
 		return nil
@@ -195,7 +206,7 @@ func apiContainerStatuses(pod *v1.Pod, specs []v1.Container, have []ContainerSta
 	out := make([]v1.ContainerStatus, 0, len(specs))
 	for _, spec := range specs {
 		c, ok := byName[spec.Name]
-		st := v1.ContainerStatus{Name: spec.Name, Image: spec.Image, ImageID: "", ContainerID: c.ID, RestartCount: c.RestartCount}
+		st := v1.ContainerStatus{Name: spec.Name, Image: spec.Image, ImageID: "", ContainerID: c.ID, RestartCount: c.RestartCount, Started: new(false)}
 		if c.LastExit != nil {
 			st.LastTerminationState = v1.ContainerState{Terminated: terminated(c.LastExit)}
 		}
@@ -204,25 +215,28 @@ func apiContainerStatuses(pod *v1.Pod, specs []v1.Container, have []ContainerSta
 			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waitReason}}
 		case c.State == ContainerStateRunning:
 			st.State = v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}}
-			st.Ready = true
-			started := true
-			st.Started = &started
-		case !stopped && shouldRestart(pod.Spec.RestartPolicy, c.Exit.Code, init):
-			// Exited and due for a restart: waiting, with the exit as the
-			// last termination, as the kubelet shows a crash loop.
-			msg := fmt.Sprintf("back-off restarting failed container %s in pod %s", spec.Name, podName(pod))
-			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: ReasonCrashLoopBackOff, Message: msg}}
+			st.Ready = !init // an init container is ready once it completed
+			st.Started = new(true)
+		case !stopped && c.BackOff > 0 && podstatus.ShouldRestart(pod.Spec.RestartPolicy, init, c.Exit.Code):
+			// Exited, and its restart waits out a backoff: waiting, with
+			// the exit as the last termination, as the kubelet shows a
+			// crash loop.
+			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: ReasonCrashLoopBackOff, Message: crashLoopMessage(pod, spec.Name, c.BackOff)}}
 			st.LastTerminationState = v1.ContainerState{Terminated: terminated(c.Exit)}
 		default:
 			st.State = v1.ContainerState{Terminated: terminated(c.Exit)}
-		}
-		if st.Started == nil {
-			f := false
-			st.Started = &f
+			st.Ready = init && c.Exit.Code == 0
 		}
 		out = append(out, st)
 	}
 	return out
+}
+
+// crashLoopMessage is the kubelet's message of a container waiting out its
+// restart backoff: "back-off 40s restarting failed container=web
+// pod=web-0_default(<uid>)".
+func crashLoopMessage(pod *v1.Pod, container string, backOff time.Duration) string {
+	return fmt.Sprintf("back-off %s restarting failed container=%s pod=%s(%s)", backOff, container, mirror.PodFullName(pod), pod.UID)
 }
 
 func terminated(e *ExitStatus) *v1.ContainerStateTerminated {
@@ -274,155 +288,6 @@ func markUnknownTerminated(initStatuses, statuses []v1.ContainerStatus) {
 			initStatuses[i].State = unknown
 		}
 	}
-}
-
-// podPhase derives the phase from the container statuses the way the
-// kubelet's getPhase does for pods without sidecars and without
-// container-level restart rules.
-func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, stopped bool) v1.PodPhase {
-	policy := pod.Spec.RestartPolicy
-	pendingInit, failedInit := 0, 0
-	for _, c := range initStatuses {
-		switch {
-		case c.State.Terminated != nil:
-			if c.State.Terminated.ExitCode != 0 {
-				failedInit++
-			}
-		case c.State.Waiting != nil && c.LastTerminationState.Terminated != nil:
-			if c.LastTerminationState.Terminated.ExitCode != 0 {
-				failedInit++
-			}
-		default:
-			pendingInit++
-		}
-	}
-	var running, waiting, stoppedN, succeeded, unknown int
-	for _, c := range statuses {
-		switch {
-		case c.State.Running != nil:
-			running++
-		case c.State.Terminated != nil:
-			stoppedN++
-			if c.State.Terminated.ExitCode == 0 {
-				succeeded++
-			}
-		case c.State.Waiting != nil && c.LastTerminationState.Terminated != nil:
-			stoppedN++
-		case c.State.Waiting != nil:
-			waiting++
-		default:
-			unknown++
-		}
-	}
-	if failedInit > 0 && policy == v1.RestartPolicyNever {
-		return v1.PodFailed
-	}
-	switch {
-	case pendingInit > 0, waiting > 0:
-		return v1.PodPending
-	case running > 0 && unknown == 0:
-		return v1.PodRunning
-	case running == 0 && stoppedN > 0 && unknown == 0:
-		if stopped {
-			if stoppedN == succeeded {
-				return v1.PodSucceeded
-			}
-			return v1.PodFailed
-		}
-		switch {
-		case policy == v1.RestartPolicyAlways:
-			return v1.PodRunning
-		case stoppedN == succeeded:
-			return v1.PodSucceeded
-		case policy == v1.RestartPolicyNever:
-			return v1.PodFailed
-		}
-		return v1.PodRunning
-	}
-	return v1.PodPending
-}
-
-// conditions builds the pod's conditions in the kubelet's order.
-func conditions(pod *v1.Pod, st v1.PodStatus, s PodStatus, now time.Time) []v1.PodCondition {
-	cond := func(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
-		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(now)}
-		if ok {
-			c.Status, c.Reason, c.Message = v1.ConditionTrue, "", ""
-		}
-		for _, old := range pod.Status.Conditions {
-			if old.Type == t && old.Status == c.Status {
-				c.LastTransitionTime = old.LastTransitionTime
-			}
-		}
-		return c
-	}
-	terminal := podstatus.IsTerminal(st.Phase)
-
-	// The process runtime has no sandbox: the pod is ready to start
-	// containers from its first sync until it stops.
-	sandbox := cond(v1.PodReadyToStartContainers, !s.StartedAt.IsZero() && !s.Stopped, "", "")
-
-	var incomplete []string
-	for _, c := range st.InitContainerStatuses {
-		if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
-			incomplete = append(incomplete, c.Name)
-		}
-	}
-	regularStarted := false
-	for _, c := range st.ContainerStatuses {
-		if c.State.Running != nil || c.State.Terminated != nil || c.LastTerminationState.Terminated != nil {
-			regularStarted = true
-		}
-	}
-	initDone := len(incomplete) == 0 || regularStarted || st.Phase == v1.PodSucceeded
-	initialized := cond(v1.PodInitialized, initDone, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: %v", incomplete))
-	if initDone && st.Phase == v1.PodSucceeded && len(incomplete) == 0 {
-		initialized.Reason = "PodCompleted"
-	}
-
-	var unready []string
-	for _, c := range st.ContainerStatuses {
-		if !c.Ready {
-			unready = append(unready, c.Name)
-		}
-	}
-	var containersReady v1.PodCondition
-	switch {
-	case st.Phase == v1.PodSucceeded:
-		containersReady = cond(v1.ContainersReady, false, "PodCompleted", "")
-	case st.Phase == v1.PodFailed:
-		containersReady = cond(v1.ContainersReady, false, "PodFailed", "")
-	default:
-		containersReady = cond(v1.ContainersReady, len(unready) == 0, "ContainersNotReady", fmt.Sprintf("containers with unready status: %v", unready))
-	}
-
-	ready := containersReady
-	ready.Type = v1.PodReady
-	ready.LastTransitionTime = cond(v1.PodReady, ready.Status == v1.ConditionTrue, "", "").LastTransitionTime
-	if ready.Status == v1.ConditionTrue && !terminal {
-		if msgs := podstatus.UnmetReadinessGateMessages(pod); len(msgs) > 0 {
-			ready = cond(v1.PodReady, false, "ReadinessGatesNotReady", strings.Join(msgs, ", "))
-		}
-	}
-	scheduled := cond(v1.PodScheduled, true, "", "")
-	return []v1.PodCondition{sandbox, initialized, ready, containersReady, scheduled}
-}
-
-// shouldRestart applies the pod's restart policy to an exit. Init
-// containers follow the same rule (a failed one is retried unless Never;
-// a succeeded one is done).
-func shouldRestart(policy v1.RestartPolicy, code int32, init bool) bool {
-	switch policy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return code != 0
-	}
-	// Always, or unset (the API server defaults it to Always).
-	if init {
-		return code != 0
-	}
-	return true
 }
 
 func podName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }

@@ -26,6 +26,12 @@ func TestAPIStatusDerivesThePhaseLikeTheKubelet(t *testing.T) {
 		c.Name = name
 		return c
 	}
+	// backingOff: exited, its restart waits out a 20s backoff.
+	backingOff := func(c processruntime.ContainerStatus) processruntime.ContainerStatus {
+		c.BackOff = 20 * time.Second
+		c.BackOffUntil = c.Exit.FinishedAt.Add(c.BackOff)
+		return c
+	}
 	cases := []struct {
 		name      string
 		policy    v1.RestartPolicy
@@ -36,6 +42,9 @@ func TestAPIStatusDerivesThePhaseLikeTheKubelet(t *testing.T) {
 		ready     v1.ConditionStatus
 		initDone  v1.ConditionStatus
 		waitingOn string // the main container's waiting reason, if any
+		// terminated: the main container shows its exit (it is not
+		// waiting to restart).
+		terminated bool
 	}{
 		{name: "nothing started", policy: v1.RestartPolicyAlways, phase: v1.PodPending, ready: v1.ConditionFalse, initDone: v1.ConditionTrue, waitingOn: processruntime.ReasonContainerCreating},
 		{name: "running", policy: v1.RestartPolicyAlways, main: []processruntime.ContainerStatus{named("a", running)}, phase: v1.PodRunning, ready: v1.ConditionTrue, initDone: v1.ConditionTrue},
@@ -44,8 +53,10 @@ func TestAPIStatusDerivesThePhaseLikeTheKubelet(t *testing.T) {
 		{name: "init failed under OnFailure", policy: v1.RestartPolicyOnFailure, init: []processruntime.ContainerStatus{named("i", exited(2))}, phase: v1.PodPending, ready: v1.ConditionFalse, initDone: v1.ConditionFalse},
 		{name: "succeeded under Never", policy: v1.RestartPolicyNever, init: []processruntime.ContainerStatus{named("i", exited(0))}, main: []processruntime.ContainerStatus{named("a", exited(0))}, phase: v1.PodSucceeded, ready: v1.ConditionFalse, initDone: v1.ConditionTrue},
 		{name: "failed under Never", policy: v1.RestartPolicyNever, main: []processruntime.ContainerStatus{named("a", exited(1))}, phase: v1.PodFailed, ready: v1.ConditionFalse, initDone: v1.ConditionTrue},
-		{name: "crash looping under OnFailure", policy: v1.RestartPolicyOnFailure, main: []processruntime.ContainerStatus{named("a", exited(1))}, phase: v1.PodRunning, ready: v1.ConditionFalse, initDone: v1.ConditionTrue, waitingOn: processruntime.ReasonCrashLoopBackOff},
-		{name: "exited under Always", policy: v1.RestartPolicyAlways, main: []processruntime.ContainerStatus{named("a", exited(0))}, phase: v1.PodRunning, ready: v1.ConditionFalse, initDone: v1.ConditionTrue, waitingOn: processruntime.ReasonCrashLoopBackOff},
+		{name: "crash looping under OnFailure", policy: v1.RestartPolicyOnFailure, main: []processruntime.ContainerStatus{named("a", backingOff(exited(1)))}, phase: v1.PodRunning, ready: v1.ConditionFalse, initDone: v1.ConditionTrue, waitingOn: processruntime.ReasonCrashLoopBackOff},
+		{name: "exited under Always, in backoff", policy: v1.RestartPolicyAlways, main: []processruntime.ContainerStatus{named("a", backingOff(exited(0)))}, phase: v1.PodRunning, ready: v1.ConditionFalse, initDone: v1.ConditionTrue, waitingOn: processruntime.ReasonCrashLoopBackOff},
+		{name: "first exit under Always, restarts at once", policy: v1.RestartPolicyAlways, main: []processruntime.ContainerStatus{named("a", exited(1))}, phase: v1.PodRunning, ready: v1.ConditionFalse, initDone: v1.ConditionTrue, terminated: true},
+		{name: "exited under Never, not restarted", policy: v1.RestartPolicyNever, main: []processruntime.ContainerStatus{named("a", backingOff(exited(1)))}, phase: v1.PodFailed, ready: v1.ConditionFalse, initDone: v1.ConditionTrue, terminated: true},
 		{name: "stopped, all exited 0", policy: v1.RestartPolicyAlways, main: []processruntime.ContainerStatus{named("a", exited(0))}, stopped: true, phase: v1.PodSucceeded, ready: v1.ConditionFalse, initDone: v1.ConditionTrue},
 		{name: "stopped, killed by SIGTERM", policy: v1.RestartPolicyAlways, main: []processruntime.ContainerStatus{named("a", exited(143))}, stopped: true, phase: v1.PodFailed, ready: v1.ConditionFalse, initDone: v1.ConditionTrue},
 		{name: "stopped before starting", policy: v1.RestartPolicyAlways, stopped: true, phase: v1.PodFailed, ready: v1.ConditionFalse, initDone: v1.ConditionTrue},
@@ -80,6 +91,10 @@ func TestAPIStatusDerivesThePhaseLikeTheKubelet(t *testing.T) {
 			if tc.stopped {
 				require.NotNil(t, api.ContainerStatuses[0].State.Terminated, "a stopped pod's containers all have a terminated state")
 			}
+			if tc.terminated {
+				require.NotNil(t, api.ContainerStatuses[0].State.Terminated)
+				assert.Nil(t, api.ContainerStatuses[0].State.Waiting)
+			}
 		})
 	}
 }
@@ -97,4 +112,62 @@ func TestAPIStatusKeepsTransitionTimesOfUnchangedConditions(t *testing.T) {
 	}
 	assert.Equal(t, int32(0), again.ContainerStatuses[0].RestartCount)
 	assert.True(t, *again.ContainerStatuses[0].Started)
+}
+
+func TestAPIStatusInitContainersAreReadyOnceCompleted(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	pod := newPod(v1.RestartPolicyAlways, "a", "true")
+	pod.Spec.InitContainers = []v1.Container{{Name: "i", Command: []string{"true"}}}
+	for _, tc := range []struct {
+		name  string
+		init  processruntime.ContainerStatus
+		ready bool
+	}{
+		{"running", processruntime.ContainerStatus{Name: "i", State: processruntime.ContainerStateRunning, PID: 42, StartedAt: now}, false},
+		{"completed", processruntime.ContainerStatus{Name: "i", State: processruntime.ContainerStateExited, Exit: &processruntime.ExitStatus{Code: 0, Reason: processruntime.ReasonCompleted, FinishedAt: now}}, true},
+		{"failed", processruntime.ContainerStatus{Name: "i", State: processruntime.ContainerStateExited, Exit: &processruntime.ExitStatus{Code: 1, Reason: processruntime.ReasonError, FinishedAt: now}}, false},
+	} {
+		api := processruntime.APIStatus(pod, processruntime.PodStatus{UID: pod.UID, StartedAt: now, Time: now, InitContainers: []processruntime.ContainerStatus{tc.init}})
+		require.Len(t, api.InitContainerStatuses, 1)
+		assert.Equal(t, tc.ready, api.InitContainerStatuses[0].Ready, tc.name)
+	}
+}
+
+func TestAPIStatusObservesTheGeneration(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	pod := newPod(v1.RestartPolicyAlways, "a", "true")
+	pod.Generation = 3
+	api := processruntime.APIStatus(pod, processruntime.PodStatus{UID: pod.UID, StartedAt: now, Time: now,
+		Containers: []processruntime.ContainerStatus{{Name: "a", State: processruntime.ContainerStateRunning, StartedAt: now}}})
+	assert.Equal(t, int64(3), api.ObservedGeneration)
+	require.NotEmpty(t, api.Conditions)
+	for _, c := range api.Conditions {
+		assert.Equal(t, int64(3), c.ObservedGeneration, "condition %s", c.Type)
+	}
+}
+
+func TestAPIStatusPodReadyToStartContainers(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	pod := newPod(v1.RestartPolicyNever, "a", "true")
+	exited := processruntime.ContainerStatus{Name: "a", State: processruntime.ContainerStateExited, Exit: &processruntime.ExitStatus{Code: 0, Reason: processruntime.ReasonCompleted, FinishedAt: now}}
+	for _, tc := range []struct {
+		name            string
+		status          processruntime.PodStatus
+		want            v1.ConditionStatus
+		reason, message string
+	}{
+		{"before the first sync", processruntime.PodStatus{Time: now}, v1.ConditionFalse, "PodSandboxNotReady", "no pod sandbox exists"},
+		{"synced", processruntime.PodStatus{Time: now, StartedAt: now}, v1.ConditionTrue, "", ""},
+		{"stopped", processruntime.PodStatus{Time: now, StartedAt: now, Stopped: true, Containers: []processruntime.ContainerStatus{exited}}, v1.ConditionFalse, "PodSandboxNotReady", "pod sandbox is not ready"},
+	} {
+		api := processruntime.APIStatus(pod, tc.status)
+		require.Equal(t, v1.PodReadyToStartContainers, api.Conditions[0].Type)
+		c := api.Conditions[0]
+		assert.Equal(t, tc.want, c.Status, tc.name)
+		assert.Equal(t, tc.reason, c.Reason, tc.name)
+		assert.Equal(t, tc.message, c.Message, tc.name)
+	}
 }

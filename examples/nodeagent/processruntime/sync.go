@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podkit/podkit/internal/podstatus"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -146,7 +147,7 @@ func (r *Runtime) planLocked(p *podState, pod *v1.Pod, now time.Time) plan {
 			return pl
 		case c.rec.Exit.Code == 0:
 			continue
-		case !shouldRestart(policy, c.rec.Exit.Code, true):
+		case !podstatus.ShouldRestart(policy, true, c.rec.Exit.Code):
 			pl.terminal = true
 			return pl
 		default:
@@ -163,7 +164,7 @@ func (r *Runtime) planLocked(p *podState, pod *v1.Pod, now time.Time) plan {
 		case c.rec.Exit == nil:
 			done = false
 			pl.start = append(pl.start, c)
-		case shouldRestart(policy, c.rec.Exit.Code, false):
+		case podstatus.ShouldRestart(policy, false, c.rec.Exit.Code):
 			done = false
 			backoff(c)
 		}
