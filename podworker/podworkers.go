@@ -118,8 +118,9 @@ func (w *PodWorkers[T]) hookValues(uid types.UID, name podNamer) context.Context
 // Run dispatches work until ctx ends, then shuts down: it cancels the
 // context of every running hook, waits for every hook it started to return,
 // and returns nil. Nothing the engine started is left running. After Run
-// has returned, UpdatePod and KillPod return ErrStopped; the window and the
-// snapshots still answer, from the state at shutdown.
+// has returned, UpdatePod and KillPod return ErrStopped and Resync reports
+// false; the window and the snapshots still answer, from the state at
+// shutdown.
 //
 // Run may be called once. A second call while it runs is an error; a call
 // after it returned returns ErrStopped.
@@ -255,20 +256,20 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 // returns. It coalesces with anything pending: many calls before the hook
 // runs make one run, and a pending update runs instead (it is newer).
 //
-// Resync reports false, and records nothing, for a UID the engine has no
-// worker for or whose worker is finished; true otherwise (also when the
-// pod is a static pod still waiting for its full name, which then starts
-// when it may). It never blocks on hooks and may be called from any
-// goroutine, including from inside a hook; after Run has returned it only
-// reports.
+// Resync reports whether a hook will run for it: false, and nothing
+// recorded, for a UID the engine has no worker for or whose worker is
+// finished, and for every UID once Run has returned (nothing runs any
+// more); true otherwise (also before Run starts, when the hook runs once it
+// does, and for a static pod still waiting for its full name, which then
+// starts when it may). It never blocks on hooks and may be called from any
+// goroutine, including from inside a hook.
 func (w *PodWorkers[T]) Resync(uid types.UID) bool {
 	var fx effects
 	w.mu.Lock()
 	w.prepareLocked(&fx)
 	if w.state == stopped {
-		defer w.mu.Unlock()
-		info, ok := w.m.info(uid)
-		return ok && !info.Finished
+		w.mu.Unlock()
+		return false
 	}
 	ok := w.m.nudge(uid, &fx)
 	w.commitLocked(&fx, 0)

@@ -104,15 +104,28 @@ func TestResync(t *testing.T) {
 			assert.Equal(t, podworker.StageFinished, r.info("p").Stage)
 		})
 	})
-	t.Run("after Run returned it only reports", func(t *testing.T) {
+	t.Run("after Run returned nothing will run: false for every UID", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			r := startRig(t, podworker.Options[struct{}]{})
 			p := mkPod("p")
 			r.started(p)
 			r.stop()
-			assert.True(t, r.w.Resync("p"))
+			assert.False(t, r.w.Resync("p"), "a syncing pod's hook will never run again")
 			assert.False(t, r.w.Resync("nobody"))
+			r.settle()
 			assert.Equal(t, "sync:create", r.trace("p"))
+			assert.False(t, r.info("p").Working, "and nothing was recorded")
+		})
+	})
+	t.Run("before Run a known pod's hook will run once it does", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			r := newRig(t, podworker.Options[struct{}]{})
+			p := mkPod("p")
+			r.update(podworker.SyncPodCreate, p)
+			assert.True(t, r.w.Resync("p"))
+			r.start()
+			r.settle()
+			assert.Equal(t, "sync:create", r.trace("p"), "coalesced with the pending create")
 		})
 	})
 }
