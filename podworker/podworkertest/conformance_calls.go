@@ -95,7 +95,10 @@ func (s *conformance[T]) pod(policy v1.RestartPolicy, init []namedContainer, con
 	if s.PreparePod != nil {
 		s.PreparePod(pod)
 	}
-	s.t.Cleanup(func() { s.cleanup(pod) })
+	s.t.Cleanup(func() {
+		s.t.Helper() // so that the cleanup's failures, too, are the caller's
+		s.cleanup(pod)
+	})
 	return pod
 }
 

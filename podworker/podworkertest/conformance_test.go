@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,15 +37,16 @@ type simRuntime struct {
 }
 
 type simFlaws struct {
-	restartOnSync      bool // SyncPod restarts running containers
-	killAtOnce         bool // SyncTerminatingPod ignores the grace period
-	leaveOneRunning    bool // SyncTerminatingPod returns nil with a container running
-	forgetOnTerminated bool // SyncTerminatedPod drops running containers without stopping them
-	keepAfterCleanup   bool // a restarted UID sees its previous life's exited containers
-	neverTerminal      bool // SyncPod never reports terminal
-	initAtOnce         bool // SyncPod starts init and app containers together
-	graceInt32         bool // SyncTerminatingPod converts the grace period through an int32
-	ignoresCtx         bool // SyncTerminatingPod waits the grace period whatever its ctx
+	restartOnSync      bool          // SyncPod restarts running containers
+	killAtOnce         bool          // SyncTerminatingPod ignores the grace period
+	leaveOneRunning    bool          // SyncTerminatingPod returns nil with a container running
+	forgetOnTerminated bool          // SyncTerminatedPod drops running containers without stopping them
+	keepAfterCleanup   bool          // a restarted UID sees its previous life's exited containers
+	neverTerminal      bool          // SyncPod never reports terminal
+	initAtOnce         bool          // SyncPod starts init and app containers together
+	graceInt32         bool          // SyncTerminatingPod converts the grace period through an int32
+	ignoresCtx         bool          // SyncTerminatingPod waits the grace period whatever its ctx
+	slowSyncPod        time.Duration // SyncPod takes this long, whatever its ctx
 }
 
 type simPod struct {
@@ -86,6 +90,9 @@ func (r *simRuntime) startLocked(p *simPod, name string) {
 func (r *simRuntime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v1.Pod, _ struct{}) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
+	}
+	if r.flaws.slowSyncPod > 0 {
+		<-time.After(r.flaws.slowSyncPod)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -335,33 +342,62 @@ func TestRunConformanceRejectsAnIncompleteTarget(t *testing.T) {
 	}
 }
 
+// The checks the child process runs, each against a runtime that fails it
+// in its own way, so that failures come from each layer of the suite: the
+// check itself, the plumbing that bounds a hook call (await, through call,
+// syncPod and terminate), and a pod's cleanup.
+var brokenConformance = map[string]simFlaws{
+	// Fails in the check: SyncPod restarts what runs.
+	"SyncPodIsIdempotent": {restartOnSync: true},
+	// Fails in await (through terminate), then in the cleanup, which finds
+	// the call still running: SyncTerminatingPod ignores its context.
+	"CancelledContextReturnsPromptly": {ignoresCtx: true},
+	// Fails in await (through syncPod and call): SyncPod overruns
+	// StartTimeout (1s).
+	"SyncTerminatingPodStopsEverything": {slowSyncPod: 2 * time.Second},
+}
+
 // TestHelperBrokenConformance is run by
 // TestRunConformanceReportsAtTheCallersLine in a child process: it runs the
-// suite against a runtime that fails one check.
+// suite against runtimes that fail the checks of brokenConformance.
 func TestHelperBrokenConformance(t *testing.T) {
 	if os.Getenv("PODWORKERTEST_BROKEN_CONFORMANCE") != "1" {
 		t.Skip("run by TestRunConformanceReportsAtTheCallersLine")
 	}
 	_, _, line, _ := runtime.Caller(0)
 	fmt.Printf("RunConformance is called at line %d\n", line+2)
-	RunConformance(t, func(*testing.T) ConformanceTarget[struct{}] { return simTarget(simFlaws{restartOnSync: true}) })
+	RunConformance(t, func(t *testing.T) ConformanceTarget[struct{}] {
+		return simTarget(brokenConformance[path.Base(t.Name())])
+	})
 }
 
 // A failing check is reported at the line of the test that called
 // RunConformance (every function of the suite is a t.Helper), not at a line
-// inside the suite.
+// inside the suite: whether the check, the plumbing below it, or a pod's
+// cleanup reports it.
 func TestRunConformanceReportsAtTheCallersLine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the test binary again")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBrokenConformance$", "-test.v")
+	checks := slices.Sorted(maps.Keys(brokenConformance))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBrokenConformance$/^("+strings.Join(checks, "|")+")$", "-test.v")
 	cmd.Env = append(os.Environ(), "PODWORKERTEST_BROKEN_CONFORMANCE=1")
 	out, err := cmd.CombinedOutput()
-	require.Error(t, err, "the broken runtime fails the suite:\n%s", out)
+	require.Error(t, err, "the broken runtimes fail the suite:\n%s", out)
 	m := regexp.MustCompile(`RunConformance is called at line (\d+)`).FindSubmatch(out)
 	require.NotNil(t, m, "the child printed its call line:\n%s", out)
-	at := "conformance_test.go:" + string(m[1]) + ": "
-	assert.Contains(t, string(out), at+"SyncPod(sync) changed the running containers", "the failure is reported at the caller's line")
+	for _, check := range checks {
+		assert.Contains(t, string(out), "--- FAIL: TestHelperBrokenConformance/"+check+" ", "the check failed")
+	}
+	at := regexp.QuoteMeta("conformance_test.go:" + string(m[1]) + ": ")
+	for what, failure := range map[string]string{
+		"a check":                  `SyncPod\(sync\) changed the running containers`,
+		"await, through terminate": `SyncTerminatingPod\(grace 60s\) of \S+ did not return within 2\.3s`,
+		"a pod's cleanup":          `cleanup: SyncTerminatingPod\(grace 60s\) of \S+ still runs`,
+		"await, through syncPod":   `SyncPod\(create\) of \S+ did not return within 1s`,
+	} {
+		assert.Regexp(t, at+failure, string(out), "a failure reported by %s is reported at the caller's line", what)
+	}
 	for _, inside := range []string{"conformance.go:", "conformance_checks.go:", "conformance_calls.go:"} {
 		assert.NotContains(t, string(out), inside, "no failure is reported inside the suite")
 	}
