@@ -93,6 +93,11 @@ func NewFakeSyncer[T any]() *FakeSyncer[T] { return &FakeSyncer[T]{} }
 // still holds calls with Hold and replaces results scripted with Next or
 // Always. Use it to test a real syncer under the engine, while reading its
 // hook calls as a trace.
+//
+// A nil real means no delegate: NewSpySyncer(nil) is NewFakeSyncer(), whose
+// unscripted calls all succeed at once (SyncTerminatingRuntimePod too, not
+// ErrNoRuntimePodSyncer). A nil pointer of a syncer type is not a nil
+// interface: it is a delegate, and its methods are called.
 func NewSpySyncer[T any](real podworker.PodSyncer[T]) *FakeSyncer[T] {
 	return &FakeSyncer[T]{Delegate: real}
 }

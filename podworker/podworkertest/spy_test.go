@@ -149,3 +149,24 @@ func TestSpySyncerUnderTheEngine(t *testing.T) {
 		assert.Equal(t, "sync:create sync:sync=terminal kill(30) terminated", spy.Trace("u1"))
 	})
 }
+
+// A nil delegate is no delegate: the spy is a plain fake.
+func TestSpySyncerOfNilIsAFake(t *testing.T) {
+	spy := podworkertest.NewSpySyncer[struct{}](nil)
+	assert.Nil(t, spy.Delegate)
+	ctx := context.Background()
+	pod := podworkertest.NewPod("u1", "ns", "a")
+	terminal, err := spy.SyncPod(ctx, podworker.SyncPodCreate, pod, nil, struct{}{})
+	require.NoError(t, err)
+	assert.False(t, terminal)
+	require.NoError(t, spy.SyncTerminatingPod(ctx, pod, struct{}{}, 30, nil))
+	require.NoError(t, spy.SyncTerminatedPod(ctx, pod, struct{}{}))
+	require.NoError(t, spy.SyncTerminatingRuntimePod(ctx, podworker.RuntimePod{UID: "u2", Namespace: "ns", Name: "b"}),
+		"not ErrNoRuntimePodSyncer: there is no delegate to lack it")
+	assert.Equal(t, "sync:create kill(30) terminated", spy.Trace("u1"))
+	assert.Equal(t, "kill-runtime", spy.Trace("u2"))
+
+	spy.Next("u1", podworker.HookSyncPod, podworkertest.Result{Err: errBoom})
+	_, err = spy.SyncPod(ctx, podworker.SyncPodSync, pod, nil, struct{}{})
+	require.ErrorIs(t, err, errBoom, "and scripts as a fake does")
+}
