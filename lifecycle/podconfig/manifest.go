@@ -103,6 +103,8 @@ type ManifestSource struct {
 	recorder Recorder
 	nodeRef  *v1.ObjectReference
 	reads    *manifestReads
+	// decode is decodeManifest; tests count its calls.
+	decode func(data []byte) (*v1.Pod, int, error)
 
 	// scanning holds a value while a scan runs: scans run one at a time,
 	// and a caller whose context ends stops waiting for its turn.
@@ -117,6 +119,9 @@ type ManifestSource struct {
 
 // manifestFile is what one manifest file gave the last time it was read.
 type manifestFile struct {
+	// read is set when the file was read: data is its content and pod,
+	// err and documents are what decoding and preparing it gave.
+	read bool
 	data []byte
 	// pod is the prepared static pod, nil when err is set.
 	pod *v1.Pod
@@ -174,6 +179,7 @@ func NewManifestSource(dir string, opts ManifestOptions) (*ManifestSource, error
 		recorder: opts.Recorder,
 		nodeRef:  &v1.ObjectReference{Kind: "Node", Name: opts.NodeName, UID: types.UID(opts.NodeName)},
 		reads:    newManifestReads(opts.MaxFileSize, opts.ReadTimeout, opts.Clock),
+		decode:   decodeManifest,
 		scanning: make(chan struct{}, 1),
 		files:    map[string]*manifestFile{},
 	}, nil
@@ -255,7 +261,7 @@ func (s *ManifestSource) scan(ctx context.Context) (pods []*v1.Pod, changed bool
 	changed = !scanned || len(names) != len(prevFiles)
 	next := make(map[string]*manifestFile, len(names))
 	for _, name := range names {
-		f := s.read(ctx, name)
+		f := s.read(ctx, name, prevFiles[name])
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
@@ -335,17 +341,22 @@ func (s *ManifestSource) list() ([]string, error) {
 }
 
 // read reads and decodes one manifest file, within the bounds of
-// manifestReads.
-func (s *ManifestSource) read(ctx context.Context, name string) *manifestFile {
+// manifestReads. When the file holds the bytes prev was read from, it
+// returns prev without decoding them again: decoding is most of what a
+// scan costs, and a large manifest's decode is milliseconds of CPU at
+// every interval. prev may be nil.
+func (s *ManifestSource) read(ctx context.Context, name string, prev *manifestFile) *manifestFile {
 	data, err := s.reads.readFile(ctx, filepath.Join(s.dir, name))
 	switch {
 	case errors.Is(err, errIsDir):
 		return &manifestFile{err: err}
 	case err != nil:
 		return &manifestFile{err: fmt.Errorf("reading it: %w", err)}
+	case prev != nil && prev.read && bytes.Equal(prev.data, data):
+		return prev
 	}
-	f := &manifestFile{data: data}
-	pod, documents, err := decodeManifest(data)
+	f := &manifestFile{read: true, data: data}
+	pod, documents, err := s.decode(data)
 	f.documents = documents
 	if err == nil {
 		err = mirror.PrepareStaticPod(pod, s.nodeName, s.source)
@@ -361,7 +372,10 @@ func (s *ManifestSource) read(ctx context.Context, name string) *manifestFile {
 // same reports whether f and g read the same content with the same
 // outcome.
 func (f *manifestFile) same(g *manifestFile) bool {
-	if (f.err == nil) != (g.err == nil) || (f.err != nil && f.err.Error() != g.err.Error()) {
+	if f == g {
+		return true
+	}
+	if f.read != g.read || (f.err == nil) != (g.err == nil) || (f.err != nil && f.err.Error() != g.err.Error()) {
 		return false
 	}
 	return bytes.Equal(f.data, g.data)
