@@ -22,20 +22,20 @@ const (
 	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
 )
 
-// APIStatus derives pod's API status from the runtime status: the pod IPs
-// (the node's, Options.NodeIPs, for host-network pods), the state of each
-// init and regular container in the spec (running, waiting, or terminated
-// with its exit code and reason), the last termination of a restarted
-// container, restart counts (the instance's CRI attempt), readiness
-// (running, as there are no probes), the Initialized, ContainersReady,
-// Ready and PodReadyToStartContainers conditions, and the phase:
-//   - Pending until the init containers succeeded and each regular
-//     container was created;
-//   - Running while a container runs, or while exited ones will be
-//     restarted (restartPolicy Always, or OnFailure with a failure);
-//   - Succeeded when every regular container exited with 0 and none will
-//     restart; Failed when one exited otherwise under restartPolicy Never,
-//     or an init container failed under it.
+// APIStatus derives pod's API status from the runtime status, as the
+// kubelet does: the pod IPs (the node's, Options.NodeIPs, for host-network
+// pods), the state of each init and regular container in the spec
+// (running, waiting, or terminated with its exit code and reason), the
+// last termination of a restarted container, restart counts (the
+// instance's CRI attempt), readiness (a regular container or a sidecar
+// while it runs, as there are no probes; a plain init container once it
+// exited 0), the phase (podstatus.Phase), and the
+// PodReadyToStartContainers, Initialized, ContainersReady and Ready
+// conditions with the kubelet's reasons and messages (readiness gates
+// honoured). The status and each condition observe pod.Generation
+// (ObservedGeneration). A plain init container whose instance is gone
+// once a regular container was created shows as completed, as the kubelet
+// shows it.
 //
 // A RestartPolicy Never pod whose sandbox is gone after its containers
 // ran gets its final status (see FinalAPIStatus): it cannot run again.
@@ -48,14 +48,18 @@ func (s *PodStatus) APIStatus(pod *v1.Pod) v1.PodStatus {
 // FinalAPIStatus is APIStatus for a pod whose containers were stopped for
 // good: nothing will restart, so the phase is Succeeded when every regular
 // container exited with 0 and Failed otherwise (a container that never
-// ran counts as failed), and nothing is ready.
+// ran counts as failed), and no container but a completed init container
+// is ready.
 func (s *PodStatus) FinalAPIStatus(pod *v1.Pod) v1.PodStatus {
 	return s.apiStatus(pod, true)
 }
 
+// MessageInitContainerGone is the message of the completed state given to
+// an init container whose instance is gone after the pod was initialized.
+const MessageInitContainerGone = "Unable to get init container status from container runtime and pod has been initialized, treat it as exited normally"
+
 func (s *PodStatus) apiStatus(pod *v1.Pod, final bool) v1.PodStatus {
-	var out v1.PodStatus
-	sandboxReady := s.ReadySandbox() != nil && !final
+	out := v1.PodStatus{ObservedGeneration: pod.Generation}
 
 	ips := s.IPs()
 	if pod.Spec.HostNetwork {
@@ -78,90 +82,62 @@ func (s *PodStatus) apiStatus(pod *v1.Pod, final bool) v1.PodStatus {
 		out.StartTime = &t
 	}
 
-	initialized, initFailed, sidecarsReady := true, false, true
+	// A regular container created means the init containers are done,
+	// even if their instances are gone.
+	regularCreated := false
+	for _, c := range pod.Spec.Containers {
+		if s != nil && s.latest(c.Name, "") != nil {
+			regularCreated = true
+		}
+	}
+	initDone := true
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		cs := s.containerAPIStatus(c, ReasonContainerCreating, final)
+		sidecar := podstatus.IsSidecar(c)
+		cs := s.containerAPIStatus(c, ReasonContainerCreating, final, !sidecar)
+		if regularCreated && !sidecar && cs.ContainerID == "" {
+			cs.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Completed", Message: MessageInitContainerGone}}
+			cs.Ready = true
+		}
+		if t := cs.State.Terminated; !sidecar && (t == nil || t.ExitCode != 0) {
+			initDone = false
+		}
 		out.InitContainerStatuses = append(out.InitContainerStatuses, cs)
-		if podstatus.IsSidecar(c) {
-			sidecarsReady = sidecarsReady && cs.Ready
-			continue
-		}
-		if t := cs.State.Terminated; t == nil || t.ExitCode != 0 {
-			initialized = false
-			initFailed = initFailed || t != nil
-		}
 	}
 	waitReason := ReasonContainerCreating
-	if !initialized {
+	if !initDone {
 		waitReason = ReasonPodInitializing
 	}
-	var running, waiting, stopped, succeeded int
-	ready := sidecarsReady
 	for i := range pod.Spec.Containers {
-		cs := s.containerAPIStatus(&pod.Spec.Containers[i], waitReason, final)
-		out.ContainerStatuses = append(out.ContainerStatuses, cs)
-		switch {
-		case cs.State.Running != nil:
-			running++
-		case cs.State.Terminated != nil:
-			stopped++
-			if cs.State.Terminated.ExitCode == 0 {
-				succeeded++
-			}
-		case cs.LastTerminationState.Terminated != nil:
-			stopped++ // being restarted: it ran before
-		default:
-			waiting++
-		}
-		ready = ready && cs.Ready
+		out.ContainerStatuses = append(out.ContainerStatuses, s.containerAPIStatus(&pod.Spec.Containers[i], waitReason, final, false))
 	}
-	// A regular container created in a ready sandbox means the init
-	// containers are done, even if their instances are gone.
-	if running+stopped > 0 {
-		initialized = true
-	}
+	out.Phase = podstatus.Phase(&pod.Spec, out.InitContainerStatuses, out.ContainerStatuses, final)
 
-	policy := pod.Spec.RestartPolicy
+	sandbox := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}
 	switch {
-	case final && (initFailed || !initialized):
-		out.Phase = v1.PodFailed
-	case final:
-		if stopped == succeeded && running+waiting == 0 {
-			out.Phase = v1.PodSucceeded
-		} else {
-			out.Phase = v1.PodFailed
-		}
-	case initFailed && policy == v1.RestartPolicyNever && running+stopped == 0:
-		out.Phase = v1.PodFailed
-	case !initialized:
-		out.Phase = v1.PodPending
-	case running > 0:
-		out.Phase = v1.PodRunning
-	case waiting > 0 || stopped == 0:
-		out.Phase = v1.PodPending
-	case policy == v1.RestartPolicyAlways || policy == "":
-		out.Phase = v1.PodRunning
-	case stopped == succeeded:
-		out.Phase = v1.PodSucceeded
-	case policy == v1.RestartPolicyNever:
-		out.Phase = v1.PodFailed
-	default:
-		out.Phase = v1.PodRunning // OnFailure: the failed ones restart
+	case s == nil || len(s.Sandboxes) == 0:
+		sandbox.Status, sandbox.Reason, sandbox.Message = v1.ConditionFalse, podstatus.ReasonPodSandboxNotReady, podstatus.MessageNoPodSandbox
+	case s.ReadySandbox() == nil || final:
+		sandbox.Status, sandbox.Reason, sandbox.Message = v1.ConditionFalse, podstatus.ReasonPodSandboxNotReady, podstatus.MessagePodSandboxNotReady
 	}
-
+	containersReady := podstatus.ContainersReadyCondition(&pod.Spec, out.Phase, out.InitContainerStatuses, out.ContainerStatuses)
 	out.Conditions = []v1.PodCondition{
-		condition(v1.PodReadyToStartContainers, sandboxReady),
-		condition(v1.PodInitialized, initialized),
-		condition(v1.ContainersReady, ready && sandboxReady),
-		condition(v1.PodReady, ready && sandboxReady),
+		sandbox,
+		podstatus.InitializedCondition(&pod.Spec, out.Phase, out.InitContainerStatuses, out.ContainerStatuses),
+		containersReady,
+		podstatus.ReadyCondition(pod, containersReady),
+	}
+	for i := range out.Conditions {
+		out.Conditions[i].ObservedGeneration = pod.Generation
 	}
 	return out
 }
 
 // containerAPIStatus is the API status of container c: its newest
-// instance's state, and the one before's termination.
-func (s *PodStatus) containerAPIStatus(c *v1.Container, waitReason string, final bool) v1.ContainerStatus {
+// instance's state, and the one before's termination. A plain init
+// container (plainInit) is ready once it exited 0; any other while it runs
+// and the status is not final.
+func (s *PodStatus) containerAPIStatus(c *v1.Container, waitReason string, final, plainInit bool) v1.ContainerStatus {
 	out := v1.ContainerStatus{Name: c.Name, Image: c.Image}
 	var cur *ContainerStatus
 	if s != nil {
@@ -183,7 +159,11 @@ func (s *PodStatus) containerAPIStatus(c *v1.Container, waitReason string, final
 	}
 	isRunning := out.State.Running != nil
 	out.Started = &isRunning
-	out.Ready = isRunning && !final
+	if plainInit {
+		out.Ready = out.State.Terminated != nil && out.State.Terminated.ExitCode == 0
+	} else {
+		out.Ready = isRunning && !final
+	}
 	return out
 }
 
@@ -233,12 +213,4 @@ func unixNano(ns int64) metav1.Time {
 		return metav1.Time{}
 	}
 	return metav1.NewTime(time.Unix(0, ns))
-}
-
-func condition(t v1.PodConditionType, ok bool) v1.PodCondition {
-	c := v1.PodCondition{Type: t, Status: v1.ConditionFalse}
-	if ok {
-		c.Status = v1.ConditionTrue
-	}
-	return c
 }

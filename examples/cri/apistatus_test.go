@@ -65,6 +65,7 @@ func TestAPIStatusPhase(t *testing.T) {
 		"nothing yet":                    {ready: true, want: v1.PodPending},
 		"running":                        {ready: true, containers: []cri.ContainerStatus{ctr("app", 0, running, 0, 0)}, want: v1.PodRunning},
 		"created, not started":           {ready: true, containers: []cri.ContainerStatus{ctr("app", 0, created, 0, 0)}, want: v1.PodPending},
+		"one runs, one not started":      {mutate: []func(*v1.Pod){two}, ready: true, containers: []cri.ContainerStatus{ctr("app", 0, running, 0, 0), ctr("b", 0, created, 0, 0)}, want: v1.PodPending},
 		"Always, exited 0":               {ready: true, containers: []cri.ContainerStatus{ctr("app", 0, exited, 0, 0)}, want: v1.PodRunning},
 		"OnFailure, one failed":          {mutate: []func(*v1.Pod){withPolicy(v1.RestartPolicyOnFailure)}, ready: true, containers: []cri.ContainerStatus{ctr("app", 0, exited, 2, 0)}, want: v1.PodRunning},
 		"Never, one runs, one failed":    {mutate: []func(*v1.Pod){withPolicy(v1.RestartPolicyNever), two}, ready: true, containers: []cri.ContainerStatus{ctr("app", 0, exited, 2, 0), ctr("b", 0, running, 0, 0)}, want: v1.PodRunning},
@@ -147,7 +148,11 @@ func TestAPIStatusFields(t *testing.T) {
 	api = st.APIStatus(pod)
 	assert.Equal(t, cri.ReasonPodInitializing, api.ContainerStatuses[0].State.Waiting.Reason)
 	assert.Equal(t, "cri://i-0", api.InitContainerStatuses[0].ContainerID, "the default runtime name")
-	assert.Contains(t, api.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse})
+	assert.Contains(t, api.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse,
+		Reason: "ContainersNotReady", Message: "containers with unready status: [app]"})
+	assert.Contains(t, api.Conditions, v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionFalse,
+		Reason: "ContainersNotInitialized", Message: "containers with incomplete status: [i]"})
+	assert.False(t, api.InitContainerStatuses[0].Ready, "a running init container is not ready: it has not completed")
 
 	// An unknown state is reported as such.
 	st.Containers = []cri.ContainerStatus{ctr("i", 0, unknown, 0, 0)}
@@ -164,4 +169,46 @@ func TestNothingRunning(t *testing.T) {
 		Sandboxes:  []*runtimeapi.PodSandboxStatus{sandbox("sb", false, 0)},
 		Containers: []cri.ContainerStatus{ctr("a", 0, exited, 0, 0), ctr("b", 0, created, 0, 0)},
 	}))
+}
+
+// TestAPIStatusAsTheKubelet: the details the kubelet 1.37 gives a pod's
+// status, from the runtime's view alone.
+func TestAPIStatusAsTheKubelet(t *testing.T) {
+	pod := newPod("p", withInit("i"))
+	pod.Generation = 4
+	completed := &cri.PodStatus{UID: pod.UID, Sandboxes: []*runtimeapi.PodSandboxStatus{sandbox("sb", true, 0)},
+		Containers: []cri.ContainerStatus{ctr("app", 0, running, 0, 10*time.Second), ctr("i", 0, exited, 0, 0)}}
+
+	api := completed.APIStatus(pod)
+	assert.Equal(t, int64(4), api.ObservedGeneration)
+	for _, c := range api.Conditions {
+		assert.Equal(t, int64(4), c.ObservedGeneration, "condition %s observes the pod's generation", c.Type)
+	}
+	assert.True(t, api.InitContainerStatuses[0].Ready, "an init container is ready once it exited 0")
+	assert.Equal(t, v1.PodRunning, api.Phase)
+
+	// The init container's instance is gone (garbage-collected) once the
+	// app was created: it shows as completed, and the pod stays
+	// initialized.
+	gone := &cri.PodStatus{UID: pod.UID, Sandboxes: completed.Sandboxes, Containers: completed.Containers[:1]}
+	api = gone.APIStatus(pod)
+	require.NotNil(t, api.InitContainerStatuses[0].State.Terminated)
+	assert.Equal(t, cri.MessageInitContainerGone, api.InitContainerStatuses[0].State.Terminated.Message)
+	assert.Equal(t, v1.PodRunning, api.Phase)
+	assert.Contains(t, api.Conditions, v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue, ObservedGeneration: 4})
+
+	// PodReadyToStartContainers says why it is False.
+	noSandbox := &cri.PodStatus{UID: pod.UID}
+	assert.Contains(t, noSandbox.APIStatus(pod).Conditions, v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse,
+		Reason: "PodSandboxNotReady", Message: "no pod sandbox exists", ObservedGeneration: 4})
+	stopped := &cri.PodStatus{UID: pod.UID, Sandboxes: []*runtimeapi.PodSandboxStatus{sandbox("sb", false, 0)}}
+	assert.Contains(t, stopped.APIStatus(pod).Conditions, v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse,
+		Reason: "PodSandboxNotReady", Message: "pod sandbox is not ready", ObservedGeneration: 4})
+
+	// A readiness gate holds Ready back once the containers are ready.
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}}
+	api = completed.APIStatus(pod)
+	assert.Contains(t, api.Conditions, v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionTrue, ObservedGeneration: 4})
+	assert.Contains(t, api.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, ObservedGeneration: 4,
+		Reason: "ReadinessGatesNotReady", Message: `corresponding condition of pod readiness gate "example.com/lb" does not exist.`})
 }

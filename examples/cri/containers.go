@@ -77,19 +77,14 @@ func (s *Syncer) syncContainers(ctx context.Context, pod *v1.Pod, status *PodSta
 }
 
 // shouldRestart reports whether the pod's restart policy restarts a regular
-// container that is no longer running.
+// container that is no longer running (podstatus.ShouldRestart); one in an
+// unknown state counts as failed.
 func shouldRestart(policy v1.RestartPolicy, cur *ContainerStatus) bool {
+	code := cur.GetExitCode()
 	if cur.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
-		return policy != v1.RestartPolicyNever
+		code = podstatus.ExitCodeUnknown
 	}
-	switch policy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return cur.GetExitCode() != 0
-	default:
-		return true
-	}
+	return podstatus.ShouldRestart(policy, false, code)
 }
 
 // restart replaces cur, an instance of c that is no longer running, with a

@@ -443,7 +443,7 @@ func TestSyncTerminatingPod(t *testing.T) {
 	final := e.lastStatus(t, pod.UID)
 	assert.Equal(t, "Deleted", final.Reason)
 	assert.Equal(t, v1.PodSucceeded, final.Phase, "the fake's stopped containers exit with 0")
-	assert.Contains(t, final.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse})
+	assert.Contains(t, final.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "PodCompleted"})
 
 	// Again: nothing left to stop, sandboxes stopped again (idempotent).
 	e.resetCalls()
