@@ -47,10 +47,17 @@ var (
 // checks the file before opening it (so a device is never opened: opening
 // one can have effects of its own) and again once it is open (the path
 // may have been replaced in between), and reads no more than max+1 bytes
-// whatever the file claims. The file is opened non-blocking, so a file
-// that would block (a FIFO put in place between the checks, /proc/kmsg)
-// fails instead of hanging. A file on a pseudo-filesystem (/proc, /sys) is
-// refused: its size means nothing and reading it can consume it.
+// whatever the file claims (readAtMost). A file on a pseudo-filesystem
+// (/proc, /sys) is refused: its size means nothing and reading it can
+// block or consume it (/proc/kmsg).
+//
+// The file is opened with O_NONBLOCK so that opening a named pipe put in
+// place between the checks returns at once instead of waiting for a
+// writer; the check after opening then refuses it. That is all the flag
+// does: reads of a regular file ignore it, and a read of anything else
+// would park in Go's poller until data came, not fail. A read that blocks
+// (a hung network or FUSE filesystem) is bounded only by manifestReads'
+// timeout.
 func readManifestFile(path string, max int64) ([]byte, error) {
 	info, err := os.Stat(path)
 	if err != nil {
@@ -67,7 +74,14 @@ func readManifestFile(path string, max int64) ([]byte, error) {
 	if err := checkOpened(f, max); err != nil {
 		return nil, err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	return readAtMost(f, max)
+}
+
+// readAtMost reads r to its end, but reads no more than max+1 bytes from
+// it: past max it returns an error, so a file that grows, or lies about
+// its size, or never ends, costs at most max+1 bytes of memory.
+func readAtMost(r io.Reader, max int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
 	if err != nil {
 		return nil, err
 	}
