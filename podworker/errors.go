@@ -28,7 +28,8 @@ var (
 // with fmt.Errorf("...: %w", err), joined with errors.Join, or collected in
 // a k8s.io/apimachinery/pkg/util/errors Aggregate (which has Errors() and
 // no Unwrap), at any depth. When several delays are found, the shortest
-// wins.
+// wins. At most 1024 errors of one tree are looked at, so that a cyclic or
+// huge error cannot stall the engine; a delay beyond them is not seen.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil

