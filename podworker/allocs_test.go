@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podkit/podkit/podworker"
 )
@@ -48,5 +49,37 @@ func TestCoalescedUpdateAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("a coalesced UpdatePod allocates %v times, want 0", allocs)
+	}
+}
+
+// The window's answers allocate nothing, for a known UID and an unknown
+// one, before and after the engine is synced.
+func TestWindowAllocatesNothing(t *testing.T) {
+	w, err := podworker.New[struct{}](podworker.PodSyncerFuncs[struct{}]{}, podworker.Options[struct{}]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := mkPod("p")
+	if err := w.UpdatePod(context.Background(), podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: pod}); err != nil {
+		t.Fatal(err)
+	}
+	ask := func() {
+		for _, uid := range []types.UID{"p", "unknown"} {
+			w.IsPodKnownTerminated(uid)
+			w.CouldHaveRunningContainers(uid)
+			w.ShouldPodBeFinished(uid)
+			w.IsPodTerminationRequested(uid)
+			w.ShouldPodContainersBeTerminating(uid)
+			w.ShouldPodRuntimeBeRemoved(uid)
+			w.ShouldPodContentBeRemoved(uid)
+		}
+		w.IsPodForMirrorPodTerminatingByFullName("p_ns")
+	}
+	if allocs := testing.AllocsPerRun(1000, ask); allocs != 0 {
+		t.Fatalf("the window's answers allocate %v times before SyncKnownPods, want 0", allocs)
+	}
+	w.SyncKnownPods([]*v1.Pod{pod})
+	if allocs := testing.AllocsPerRun(1000, ask); allocs != 0 {
+		t.Fatalf("the window's answers allocate %v times after SyncKnownPods, want 0", allocs)
 	}
 }

@@ -231,8 +231,8 @@ func (e *machineEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		uid := types.UID(e.name(t, d))
 		m := e.m
 		fmt.Fprintf(&out, "known-terminated=%v could-run=%v finished=%v term-requested=%v containers-terminating=%v runtime-removable=%v content-removable=%v\n",
-			m.knownTerminated(uid), m.couldHaveRunning(uid), m.shouldBeFinished(uid), m.terminationRequested(uid),
-			m.containersTerminating(uid), m.runtimeRemovable(uid), m.contentRemovable(uid))
+			m.ask(uid, &qKnownTerminated), m.ask(uid, &qCouldHaveRunning), m.ask(uid, &qShouldBeFinished), m.ask(uid, &qTerminationRequested),
+			m.ask(uid, &qContainersTerminating), m.ask(uid, &qRuntimeRemovable), m.ask(uid, &qContentRemovable))
 		if p := e.pods[string(uid)]; p != nil && mirror.IsStaticPod(p) {
 			fmt.Fprintf(&out, "mirror-pod-terminating(%s)=%v\n", mirror.PodFullName(p), m.mirrorPodTerminating(mirror.PodFullName(p)))
 		}

@@ -9,61 +9,42 @@ import (
 // The window's answers and the snapshots, read from the machine. None of
 // them changes anything; the driver calls them under its lock.
 
-// knownTerminated: SyncTerminatingPod succeeded (or the pod never started).
-func (m *machine) knownTerminated(uid types.UID) bool {
-	r := m.records[uid]
-	return r != nil && r.has(fTerminated)
+// question is one of the window's questions, answered by UID: for a UID
+// with a record, known says; for a UID without one, unknownBefore before
+// the first SyncKnownPods and unknownAfter from then on. The questions
+// below are the rows of the package doc's table.
+type question struct {
+	known                       func(r *record) bool
+	unknownBefore, unknownAfter bool
 }
 
-// couldHaveRunning: true until termination completes; for an unknown UID,
-// true until the first SyncKnownPods.
-func (m *machine) couldHaveRunning(uid types.UID) bool {
+var (
+	// SyncTerminatingPod succeeded (or the pod never started).
+	qKnownTerminated = question{known: func(r *record) bool { return r.has(fTerminated) }}
+	// True until termination completes; for an unknown UID, true until
+	// synced.
+	qCouldHaveRunning = question{known: func(r *record) bool { return !r.has(fTerminated) }, unknownBefore: true}
+	// Cleanup ran (or the pod never started).
+	qShouldBeFinished = question{known: func(r *record) bool { return r.has(fFinished) }, unknownAfter: true}
+	// Termination was requested.
+	qTerminationRequested = question{known: func(r *record) bool { return r.has(fTermRequested) }}
+	// The worker has begun stopping the containers.
+	qContainersTerminating = question{known: func(r *record) bool { return r.has(fTermStarted) }, unknownAfter: true}
+	// The containers are known stopped.
+	qRuntimeRemovable = question{known: func(r *record) bool { return r.has(fTerminated) }, unknownAfter: true}
+	// Evicted, or deleted and terminated.
+	qContentRemovable = question{known: func(r *record) bool { return r.has(fEvicted) || (r.has(fDeleted) && r.has(fTerminated)) }, unknownAfter: true}
+)
+
+// ask answers q for uid.
+func (m *machine) ask(uid types.UID, q *question) bool {
 	if r := m.records[uid]; r != nil {
-		return !r.has(fTerminated)
+		return q.known(r)
 	}
-	return !m.podsSynced
-}
-
-// shouldBeFinished: cleanup ran (or the pod never started); for an unknown
-// UID, true once synced.
-func (m *machine) shouldBeFinished(uid types.UID) bool {
-	if r := m.records[uid]; r != nil {
-		return r.has(fFinished)
+	if m.podsSynced {
+		return q.unknownAfter
 	}
-	return m.podsSynced
-}
-
-// terminationRequested: false for unknown UIDs.
-func (m *machine) terminationRequested(uid types.UID) bool {
-	r := m.records[uid]
-	return r != nil && r.has(fTermRequested)
-}
-
-// containersTerminating: the worker has begun stopping the containers; for
-// an unknown UID, true once synced.
-func (m *machine) containersTerminating(uid types.UID) bool {
-	if r := m.records[uid]; r != nil {
-		return r.has(fTermStarted)
-	}
-	return m.podsSynced
-}
-
-// runtimeRemovable: the containers are known stopped; for an unknown UID,
-// true once synced.
-func (m *machine) runtimeRemovable(uid types.UID) bool {
-	if r := m.records[uid]; r != nil {
-		return r.has(fTerminated)
-	}
-	return m.podsSynced
-}
-
-// contentRemovable: evicted, or deleted and terminated; for an unknown
-// UID, true once synced.
-func (m *machine) contentRemovable(uid types.UID) bool {
-	if r := m.records[uid]; r != nil {
-		return r.has(fEvicted) || (r.has(fDeleted) && r.has(fTerminated))
-	}
-	return m.podsSynced
+	return q.unknownBefore
 }
 
 // mirrorPodTerminating: the static pod holding fullName is terminating
