@@ -152,6 +152,36 @@ func TestAProcessThatLeftItsSessionStopsWithItsPod(t *testing.T) {
 	})
 }
 
+// Without cgroups, the pod's sweep is what stops a process that left its
+// container's session and claims another container's name: killing what
+// the exited main process left behind looks for its own container's name
+// only, and the process left the group. The sweep kills every process
+// carrying the pod's UID. (The process writes elsewhere than the
+// container's log, which would otherwise keep the container's exit waiting
+// for its log shim.)
+func TestThePodSweepKillsAProcessOfNoKnownContainer(t *testing.T) {
+	t.Parallel()
+	rt := openRuntime(t, processruntime.Options{Cgroups: processruntime.CgroupsOff})
+	pod := newPod(v1.RestartPolicyAlways, "main", processruntime.EnvContainerName+`=other setsid sleep 300 >/dev/null 2>&1 & echo $! > escaped.pid; exec sleep 300`)
+	_, err := syncPod(rt, pod)
+	require.NoError(t, err)
+	killOnCleanup(t, rt, pod)
+	pid, start := escapedPID(t, rt, pod.UID, "escaped.pid")
+	eventually(t, 5*time.Second, "the child left the container's process group, as container other", func() bool {
+		for _, p := range processes(t, pod.UID) {
+			if p.PID == pid {
+				return p.Leader && p.Container == "other"
+			}
+		}
+		return false
+	})
+
+	require.NoError(t, rt.SyncTerminatingPod(context.Background(), pod, processruntime.PodStatus{}, 1, nil))
+	assert.False(t, alive(pid, start), "the process of no known container outlived its pod")
+	assert.Empty(t, processes(t, pod.UID))
+	require.NoError(t, rt.SyncTerminatedPod(context.Background(), pod, processruntime.PodStatus{}))
+}
+
 // Only a cgroup holds a process that both left its session and cleared
 // its environment: the environment scan cannot know it (see the package
 // doc).
