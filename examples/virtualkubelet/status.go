@@ -44,7 +44,7 @@ func podStatus(pod *v1.Pod, rp *RemotePod) v1.PodStatus {
 			st.PodIPs = []v1.PodIP{{IP: rp.IP}}
 		}
 	}
-	running, exited, failed := 0, 0, 0
+	running, exited := 0, 0
 	var lastStart, lastFinish time.Time
 	for _, spec := range pod.Spec.Containers {
 		cs := v1.ContainerStatus{Name: spec.Name, Image: spec.Image}
@@ -61,7 +61,6 @@ func podStatus(pod *v1.Pod, rp *RemotePod) v1.PodStatus {
 			exited++
 			reason := "Completed"
 			if c.ExitCode != 0 {
-				failed++
 				reason = "Error"
 			}
 			cs.State.Terminated = &v1.ContainerStateTerminated{
@@ -82,14 +81,7 @@ func podStatus(pod *v1.Pod, rp *RemotePod) v1.PodStatus {
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
 	n := len(pod.Spec.Containers)
-	switch {
-	case n > 0 && exited == n && failed == 0:
-		st.Phase = v1.PodSucceeded
-	case n > 0 && exited == n:
-		st.Phase = v1.PodFailed
-	case running > 0:
-		st.Phase = v1.PodRunning
-	}
+	st.Phase = phase(pod, st.ContainerStatuses, n > 0 && exited == n)
 	setConditions(&st, rp, n > 0 && running == n, lastStart, lastFinish)
 	return st
 }
@@ -110,7 +102,6 @@ func finalStatus(pod *v1.Pod, rp *RemotePod, last *v1.PodStatus) v1.PodStatus {
 	default:
 		st = podStatus(pod, nil)
 	}
-	failed := false
 	var lastFinish time.Time
 	for i := range st.ContainerStatuses {
 		cs := &st.ContainerStatuses[i]
@@ -127,17 +118,20 @@ func finalStatus(pod *v1.Pod, rp *RemotePod, last *v1.PodStatus) v1.PodStatus {
 		}
 		cs.Ready = false
 		cs.Started = new(false)
-		if cs.State.Terminated.ExitCode != 0 {
-			failed = true
-		}
 		lastFinish = later(lastFinish, cs.State.Terminated.FinishedAt.Time)
 	}
-	st.Phase = v1.PodSucceeded
-	if failed || len(st.ContainerStatuses) == 0 {
-		st.Phase = v1.PodFailed
-	}
+	st.Phase = phase(pod, st.ContainerStatuses, true)
 	setConditions(&st, rp, false, time.Time{}, lastFinish)
 	return st
+}
+
+// phase is the kubelet's phase (podstatus.Phase) of pod's containers with
+// statuses; stopped says none will run again. The backend runs the regular
+// containers only and applies the restart policy itself, so a container it
+// reports exited is done: the pod is stopped once all have exited.
+func phase(pod *v1.Pod, statuses []v1.ContainerStatus, stopped bool) v1.PodPhase {
+	spec := v1.PodSpec{Containers: pod.Spec.Containers, RestartPolicy: pod.Spec.RestartPolicy}
+	return podstatus.Phase(&spec, nil, statuses, stopped)
 }
 
 // setConditions fills the four standard pod conditions. Transition times

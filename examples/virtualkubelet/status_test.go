@@ -37,7 +37,7 @@ func TestPodStatus(t *testing.T) {
 		ready bool
 	}{
 		{"not created", nil, v1.PodPending, false},
-		{"one waiting", remote(run("a", t0), RemoteContainer{Name: "b", State: ContainerWaiting}), v1.PodRunning, false},
+		{"one waiting", remote(run("a", t0), RemoteContainer{Name: "b", State: ContainerWaiting}), v1.PodPending, false},
 		{"all running", remote(run("a", t0), run("b", t1)), v1.PodRunning, true},
 		{"one exited", remote(run("a", t0), exit("b", 0)), v1.PodRunning, false},
 		{"all exited 0", remote(exit("a", 0), exit("b", 0)), v1.PodSucceeded, false},
@@ -103,6 +103,23 @@ func TestFinalStatus(t *testing.T) {
 
 	// A pod without containers cannot have succeeded.
 	assert.Equal(t, v1.PodFailed, finalStatus(&v1.Pod{}, nil, nil).Phase)
+}
+
+func TestPodStatusIgnoresInitContainers(t *testing.T) {
+	// The backend runs no init container and reports none: they do not
+	// hold the phase back.
+	pod := twoContainers()
+	pod.Spec.InitContainers = []v1.Container{{Name: "setup", Image: "setup:1"}}
+	running := remote(
+		RemoteContainer{Name: "a", State: ContainerRunning, StartedAt: time.Unix(100, 0)},
+		RemoteContainer{Name: "b", State: ContainerRunning, StartedAt: time.Unix(100, 0)},
+	)
+	assert.Equal(t, v1.PodRunning, podStatus(pod, running).Phase)
+	exited := remote(
+		RemoteContainer{Name: "a", State: ContainerExited},
+		RemoteContainer{Name: "b", State: ContainerExited},
+	)
+	assert.Equal(t, v1.PodSucceeded, podStatus(pod, exited).Phase)
 }
 
 func TestRemotePodHelpers(t *testing.T) {
