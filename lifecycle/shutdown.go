@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podkit/podkit/internal/podstatus"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
@@ -182,7 +183,9 @@ func (h *Handler) shutdownGroup(ctx context.Context, pods []*shutdownPod, until 
 	for _, sp := range pods {
 		grace := budget
 		opts := podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, StartTime: h.clock.Now()}
+		var generation int64
 		if pod := sp.info.Pod; pod != nil {
+			generation = pod.Generation
 			if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g < grace {
 				grace = max(*g, 1)
 			}
@@ -199,7 +202,7 @@ func (h *Handler) shutdownGroup(ctx context.Context, pods []*shutdownPod, until 
 		opts.KillPodOptions = &podworker.KillPodOptions{
 			CompletedCh:                              completed,
 			PodTerminationGracePeriodSecondsOverride: &g,
-			PodStatusFunc:                            h.shutdownStatus,
+			PodStatusFunc:                            h.shutdownStatus(generation),
 		}
 		h.log.V(4).Info("Killing pod for node shutdown", "pod", sp.FullName, "podUID", sp.UID, "critical", sp.Critical, "gracePeriod", grace)
 		if err := h.workers.UpdatePod(ctx, opts); err != nil {
@@ -233,29 +236,29 @@ func (h *Handler) shutdownGroup(ctx context.Context, pods []*shutdownPod, until 
 	return nil
 }
 
-// shutdownStatus sets the final status of a pod killed for node shutdown.
-// The syncer calls it from a worker goroutine.
-func (h *Handler) shutdownStatus(status *v1.PodStatus) {
-	if status.Phase != v1.PodSucceeded {
-		status.Phase = v1.PodFailed
-	}
-	status.Reason = nodeShutdownReason
-	status.Message = nodeShutdownMessage
-	cond := v1.PodCondition{
-		Type:               v1.DisruptionTarget,
-		Status:             v1.ConditionTrue,
-		Reason:             v1.PodReasonTerminationByKubelet,
-		Message:            nodeShutdownMessage,
-		LastTransitionTime: metav1.NewTime(h.clock.Now()),
-	}
-	for i := range status.Conditions {
-		if status.Conditions[i].Type == v1.DisruptionTarget {
-			if status.Conditions[i].Status == v1.ConditionTrue {
-				cond.LastTransitionTime = status.Conditions[i].LastTransitionTime
-			}
-			status.Conditions[i] = cond
-			return
+// shutdownStatus returns the final-status function of a pod killed for
+// node shutdown, whose DisruptionTarget condition observes generation (the
+// pod's, as the kubelet's; for a pod known only from the runtime, 0, and
+// the status's own observedGeneration stands in). The syncer calls it
+// from a worker goroutine; it is idempotent.
+func (h *Handler) shutdownStatus(generation int64) func(*v1.PodStatus) {
+	return func(status *v1.PodStatus) {
+		if status.Phase != v1.PodSucceeded {
+			status.Phase = v1.PodFailed
 		}
+		status.Reason = nodeShutdownReason
+		status.Message = nodeShutdownMessage
+		observed := generation
+		if observed == 0 {
+			observed = status.ObservedGeneration
+		}
+		podstatus.SetCondition(status, v1.PodCondition{
+			Type:               v1.DisruptionTarget,
+			ObservedGeneration: observed,
+			Status:             v1.ConditionTrue,
+			Reason:             v1.PodReasonTerminationByKubelet,
+			Message:            nodeShutdownMessage,
+			LastTransitionTime: metav1.NewTime(h.clock.Now()),
+		})
 	}
-	status.Conditions = append(status.Conditions, cond)
 }

@@ -44,10 +44,12 @@ func TestShutdownNodeOrdering(t *testing.T) {
 		prio := int32(2000000001)
 		highPriority := apiPod("c2", "dns", 3)
 		highPriority.Spec.Priority = &prio
+		cni := critical(apiPod("c1", "cni", 2))
+		cni.Generation = 7
 		e.set(mirror.ApiserverSource,
 			withGrace(apiPod("r1", "web", 0), 30),
 			withGrace(apiPod("r2", "batch", 1), 5),
-			critical(apiPod("c1", "cni", 2)),
+			cni,
 			highPriority,
 		)
 		gate := e.syncer.Hold("r1", podworker.HookSyncTerminatingPod)
@@ -67,7 +69,7 @@ func TestShutdownNodeOrdering(t *testing.T) {
 		// New pods are refused from now on.
 		e.set(mirror.ApiserverSource,
 			withGrace(apiPod("r1", "web", 0), 30), withGrace(apiPod("r2", "batch", 1), 5),
-			critical(apiPod("c1", "cni", 2)), highPriority, apiPod("late", "late", 4))
+			cni, highPriority, apiPod("late", "late", 4))
 		rej := e.rejections()
 		require.Len(t, rej, 1)
 		assert.Equal(t, lifecycle.ReasonNodeShutdown, rej[0].Status.Reason)
@@ -96,6 +98,12 @@ func TestShutdownNodeOrdering(t *testing.T) {
 		require.Len(t, status.Conditions, 1)
 		assert.Equal(t, v1.DisruptionTarget, status.Conditions[0].Type)
 		assert.Equal(t, v1.ConditionTrue, status.Conditions[0].Status)
+		assert.Equal(t, int64(7), status.Conditions[0].ObservedGeneration, "the condition observes the pod's generation")
+		first := status.Conditions[0].LastTransitionTime
+		e.clock.Step(time.Second)
+		calls[1].PodStatusFunc(&status)
+		require.Len(t, status.Conditions, 1, "applied again, it replaces its condition")
+		assert.Equal(t, first, status.Conditions[0].LastTransitionTime, "and keeps its transition time")
 
 		// Housekeeping does not bring anything back during shutdown.
 		e.housekeep()
