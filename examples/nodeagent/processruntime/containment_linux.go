@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -39,6 +40,14 @@ type cgroupTree struct {
 	// (clone3 with CLONE_INTO_CGROUP) failed as unsupported: processes are
 	// then moved into their cgroup just after they start.
 	noCloneInto atomic.Bool
+
+	mu sync.Mutex
+	// killed holds the cgroups killed (cgroup.kill) that still exist:
+	// their processes may not have ended yet when Close looks.
+	killed map[string]bool
+	// awaiting, when set (by tests), is called when removeEmpty starts to
+	// wait for a killed cgroup to empty.
+	awaiting func(dir string)
 }
 
 const cgroup2Magic = 0x63677270 // CGROUP2_SUPER_MAGIC
@@ -154,6 +163,8 @@ func (t *cgroupTree) newContainerCgroup(uid types.UID, name string) (string, err
 		}
 		if syscall.Rmdir(filepath.Join(pod, e.Name())) != nil {
 			used[e.Name()] = true
+		} else {
+			t.setKilled(filepath.Join(pod, e.Name()), false)
 		}
 	}
 	for i := 0; ; i++ {
@@ -281,6 +292,7 @@ func (t *cgroupTree) kill(dir string) error {
 	err := writeCgroupFile(filepath.Join(dir, "cgroup.kill"), "1")
 	switch {
 	case err == nil:
+		t.setKilled(dir, true)
 		return nil
 	case !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("killing cgroup %s: %w", dir, err)
@@ -288,6 +300,7 @@ func (t *cgroupTree) kill(dir string) error {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
+	t.setKilled(dir, true)
 	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return nil
@@ -308,6 +321,7 @@ func (t *cgroupTree) kill(dir string) error {
 func (t *cgroupTree) remove(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
+		t.setKilled(dir, false)
 		return nil
 	}
 	if err != nil {
@@ -323,13 +337,17 @@ func (t *cgroupTree) remove(dir string) error {
 	if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, syscall.ENOENT) {
 		return fmt.Errorf("removing cgroup %s: %w", dir, err)
 	}
+	t.setKilled(dir, false)
 	return nil
 }
 
 // removeEmpty removes the cgroups of the pods that hold no process, and
-// the base when nothing is left in it. Errors are ignored: what holds a
+// the base when nothing is left in it, after waiting up to killedWait for
+// the cgroups the runtime killed to empty (their processes were sent
+// SIGKILL but may not have ended yet). Errors are ignored: what holds a
 // process stays for a later run.
 func (t *cgroupTree) removeEmpty() {
+	t.awaitKilled(killedWait)
 	uids, _ := t.podCgroups()
 	for _, uid := range uids {
 		dir := t.podCgroup(uid)
