@@ -68,12 +68,16 @@
 //
 // The engine is two layers, in the manner of etcd raft's RawNode and Node.
 // The state machine (the unexported machine type, machine*.go and
-// queue.go) holds every worker's record and makes every transition: it has
-// no goroutines, locks or channels and calls no hook. Each call returns
+// queue.go) holds every worker's record and makes every transition: it
+// starts no goroutine, takes no lock, calls no hook or callback, and never
+// sends on, receives from or closes a channel (the callers' CompletedChs
+// are values it keeps, to hand back for closing). Each call returns
 // what must happen as effects — stage changes to publish, CompletedChs to
 // close, hook contexts to cancel, hooks to report as slow, workers or the
-// timer loop to wake — or, for a worker, the next hook call to make. The
-// driver, PodWorkers (podworkers.go, worker.go), serializes calls to the
+// timer loop to wake — or, for a worker, the next hook call to make (a new
+// hook context comes without values: the driver gives it Run's, and the
+// pod's logger). The driver, PodWorkers (podworkers.go, worker.go),
+// serializes calls to the
 // machine under one lock and applies the effects: it publishes stage
 // changes (metrics, Subscribe, WaitFor) under the lock, so they go out in
 // order, and closes channels, cancels contexts and logs after releasing

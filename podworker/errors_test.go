@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -292,6 +293,59 @@ func TestHookContextCarriesLogger(t *testing.T) {
 		require.NotEmpty(t, line)
 		assert.Contains(t, line, `"podUID"="p"`)
 		assert.Contains(t, line, `"pod"="p_ns"`)
+	})
+}
+
+type runKey struct{}
+
+// A context made after a cancellation (the first one was listened to, so
+// it was cancelled, not kept) carries Run's values and the logger too.
+func TestEveryHookContextCarriesRunsValues(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		var logs logSink
+		var mu sync.Mutex
+		var seen []context.Context
+		record := func(ctx context.Context, hook string) {
+			mu.Lock()
+			seen = append(seen, ctx)
+			mu.Unlock()
+			assert.Equal(t, "run's", ctx.Value(runKey{}), "%s's ctx has Run's values", hook)
+			logr.FromContextOrDiscard(ctx).Info("hello from " + hook)
+		}
+		syncer := podworker.PodSyncerFuncs[struct{}]{
+			SyncPodFunc: func(ctx context.Context, _ podworker.UpdateType, _ *v1.Pod, _ *v1.Pod, _ struct{}) (bool, error) {
+				record(ctx, "SyncPod")
+				<-ctx.Done()
+				return false, ctx.Err()
+			},
+			SyncTerminatingPodFunc: func(ctx context.Context, _ *v1.Pod, _ struct{}, _ int64, _ func(*v1.PodStatus)) error {
+				record(ctx, "SyncTerminatingPod")
+				return nil
+			},
+		}
+		w, err := podworker.New[struct{}](syncer, podworker.Options[struct{}]{Logger: logs.logger(), ResyncInterval: -1})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), runKey{}, "run's"))
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		defer func() {
+			cancel()
+			require.NoError(t, <-done)
+		}()
+		require.NoError(t, w.UpdatePod(context.Background(), podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: mkPod("p")}))
+		synctest.Wait()
+		require.NoError(t, w.UpdatePod(context.Background(), podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: mkPod("p")}))
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, seen, 2)
+		assert.NotSame(t, seen[0], seen[1], "the second hook got a new context")
+		for _, hook := range []string{"SyncPod", "SyncTerminatingPod"} {
+			line := logs.find("hello from " + hook)
+			require.NotEmpty(t, line, hook)
+			assert.Contains(t, line, `"podUID"="p"`)
+			assert.Contains(t, line, `"pod"="p_ns"`)
+		}
 	})
 }
 

@@ -39,7 +39,12 @@ const (
 )
 
 func (c *hookCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c *hookCtx) Value(key any) any           { return c.values.Value(key) }
+func (c *hookCtx) Value(key any) any {
+	if c.values == nil {
+		return nil // not yet given its values (the machine's tests)
+	}
+	return c.values.Value(key)
+}
 
 // observed reports whether Done was called or an AfterFunc registered.
 func (c *hookCtx) observed() bool { return c.state.Load()&ctxObserved != 0 }

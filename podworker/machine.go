@@ -1,7 +1,6 @@
 package podworker
 
 import (
-	"context"
 	"math"
 	"time"
 
@@ -13,9 +12,14 @@ import (
 )
 
 // machine is the pod workers' state and every transition of it: the
-// engine's pure core, in the manner of raft's RawNode. It has no
-// goroutines, locks, channels or hooks, and causes nothing outside itself:
-// each call takes an *effects from its caller (the driver, PodWorkers) and
+// engine's pure core, in the manner of raft's RawNode. It starts no
+// goroutine, takes no lock, calls no hook and no callback, and never sends
+// on, receives from or closes a channel: the callers' CompletedChs it keeps
+// are values it hands back, to be closed by the driver. Its one reading of
+// anything it does not own is hookCtx.observed, an atomic load of whether
+// a hook listened to a context (cancelHooks). It causes nothing outside
+// itself: each call takes an *effects from its caller (the driver,
+// PodWorkers) and
 // fills it with what must happen — stage changes to publish, CompletedChs
 // to close, hook contexts to cancel, slow hooks to report, workers to wake,
 // the timer loop to wake — and the driver applies them, outside its lock
@@ -77,17 +81,10 @@ type machineConfig struct {
 	// stampUpdates fills in an update's missing StartTime (latency metrics).
 	stampUpdates bool
 	// jitter spreads a retry or resync delay (jitter.Up by half, unless a
-	// test wants the delays exact).
+	// test wants the delays exact). It is a pure function of its argument
+	// and a random draw.
 	jitter func(time.Duration) time.Duration
-	// hookValues gives the context a record's hooks get its values. It is
-	// called while the driver's lock is held, when a record first needs a
-	// context and after each cancellation; name gives the pod's full name
-	// if it wants one.
-	hookValues func(uid types.UID, name podNamer) context.Context
 }
-
-// podNamer gives a pod's full name, built only when asked.
-type podNamer interface{ fullNameOf() string }
 
 func newMachine(cfg machineConfig) *machine {
 	if cfg.jitter == nil {

@@ -1,7 +1,6 @@
 package podworker
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -64,7 +63,6 @@ func newMachineEnv(t *testing.T, c machineEnvConfig) *machineEnv {
 		maxBackOff:  c.maxBackOff,
 		slowWarning: c.slowWarning,
 		jitter:      func(d time.Duration) time.Duration { return d },
-		hookValues:  func(types.UID, podNamer) context.Context { return context.Background() },
 	})
 	return e
 }
@@ -145,10 +143,8 @@ func (e *machineEnv) next(out *strings.Builder, fx *effects) {
 
 func (e *machineEnv) printCall(out *strings.Builder, c hookCall) {
 	uid := string(c.rec.uid)
-	if hc, ok := c.ctx.(*hookCtx); ok {
-		if _, seen := e.ctxs[hc]; !seen {
-			e.ctxs[hc] = fmt.Sprintf("%s's context #%d", uid, len(e.ctxs)+1)
-		}
+	if _, seen := e.ctxs[c.ctx]; !seen {
+		e.ctxs[c.ctx] = fmt.Sprintf("%s's context #%d", uid, len(e.ctxs)+1)
 	}
 	fmt.Fprintf(out, "start %s %s", uid, c.hook)
 	switch c.hook {
@@ -168,9 +164,7 @@ func (e *machineEnv) printCall(out *strings.Builder, c hookCall) {
 	case HookSyncTerminatingRuntimePod:
 		fmt.Fprintf(out, " %s/%s", c.runningPod.Namespace, c.runningPod.Name)
 	}
-	if hc, ok := c.ctx.(*hookCtx); ok {
-		fmt.Fprintf(out, " (%s)", e.ctxs[hc])
-	}
+	fmt.Fprintf(out, " (%s)", e.ctxs[c.ctx])
 	out.WriteString("\n")
 }
 

@@ -1,7 +1,6 @@
 package podworker
 
 import (
-	"context"
 	"math"
 	"time"
 
@@ -15,7 +14,9 @@ import (
 type hookCall struct {
 	rec  *record
 	hook Hook
-	ctx  context.Context
+	// ctx is the hook's context. A new one has no values yet (nil): the
+	// driver gives it its values before the call.
+	ctx *hookCtx
 	// updateType, pod and mirror are SyncPod's arguments; pod also the
 	// other hooks'.
 	updateType  UpdateType
@@ -127,7 +128,8 @@ func (m *machine) start(r *record, fx *effects) (c hookCall, ok bool) {
 }
 
 // hookContext returns r's hook context, making it when needed: the first
-// one lives in the record, later ones (after a cancellation) are new.
+// one lives in the record, later ones (after a cancellation) are new. A
+// new context has no values: the driver gives it Run's (see hookCall.ctx).
 func (m *machine) hookContext(r *record) *hookCtx {
 	if r.ctx == nil {
 		if !r.has(fCtx0Used) {
@@ -136,7 +138,6 @@ func (m *machine) hookContext(r *record) *hookCtx {
 		} else {
 			r.ctx = new(hookCtx)
 		}
-		r.ctx.values = m.cfg.hookValues(r.uid, r)
 	}
 	return r.ctx
 }

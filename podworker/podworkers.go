@@ -100,19 +100,19 @@ func New[T any](syncer PodSyncer[T], opts Options[T]) (*PodWorkers[T], error) {
 		maxBackOff:   opts.MaxBackOff,
 		slowWarning:  max(opts.SlowHookWarning, 0),
 		stampUpdates: w.timed,
-		hookValues:   w.hookValues,
 	})
 	return w, nil
 }
 
-// hookValues gives a pod's hook contexts the values of Run's context, and
-// the engine's logger with the pod's UID and full name. The machine calls
-// it under the lock, once Run runs.
-func (w *PodWorkers[T]) hookValues(uid types.UID, name podNamer) context.Context {
+// hookValues gives a pod's hook context the values of Run's context, and
+// the engine's logger with the pod's UID and full name. A worker calls it
+// under the lock, for a context the machine has just made (see
+// hookCall.ctx).
+func (w *PodWorkers[T]) hookValues(r *record) context.Context {
 	if w.log.GetSink() == nil {
 		return w.values
 	}
-	return logr.NewContext(w.values, w.log.WithValues("podUID", uid, "pod", name.fullNameOf()))
+	return logr.NewContext(w.values, w.log.WithValues("podUID", r.uid, "pod", r.fullNameOf()))
 }
 
 // Run dispatches work until ctx ends, then shuts down: it cancels the

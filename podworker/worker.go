@@ -119,6 +119,9 @@ func (w *PodWorkers[T]) runWorker() {
 		w.prepareLocked(&fx)
 		c, ok := w.m.next(&fx)
 		if ok {
+			if c.ctx.values == nil {
+				c.ctx.values = w.hookValues(c.rec)
+			}
 			// This worker is busy now: make sure someone takes the rest.
 			fx.ready = true
 		}
