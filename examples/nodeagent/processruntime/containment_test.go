@@ -2,6 +2,7 @@ package processruntime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,9 +91,45 @@ func escapedPIDAt(t *testing.T, path string) (int, string) {
 	t.Cleanup(func() {
 		if alive(pid, start) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+			eventually(t, 10*time.Second, "the escaped child killed at cleanup is gone", func() bool { return !alive(pid, start) })
 		}
 	})
 	return pid, start
+}
+
+// removeTestCgroup removes, once rt is closed, the cgroup its pods were
+// in, so that tests leave no cgroup on the host: it kills what still runs
+// there (a test's leftovers), waits until the cgroup is empty and removes
+// it, the cgroups below it first (rmdir only: a cgroup is never removed
+// with what it holds).
+func removeTestCgroup(t *testing.T, rt *processruntime.Runtime) {
+	t.Helper()
+	base := rt.Containment().Cgroup
+	if base == "" {
+		return
+	}
+	if _, err := os.Stat(base); os.IsNotExist(err) {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(base, "cgroup.kill"), []byte("1"), 0); err != nil && !os.IsNotExist(err) {
+		t.Errorf("killing what is left in the test's cgroup %s: %v", base, err)
+	}
+	eventually(t, 10*time.Second, "the test's cgroup "+base+" is empty", func() bool {
+		b, err := os.ReadFile(filepath.Join(base, "cgroup.events"))
+		return err != nil || !strings.Contains(string(b), "populated 1")
+	})
+	var dirs []string
+	_ = filepath.WalkDir(base, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("removing the test's cgroup %s: %v", dirs[i], err)
+		}
+	}
 }
 
 // killOnCleanup kills the pod at once when the test ends, so a test that

@@ -21,7 +21,7 @@ import (
 )
 
 // openRuntime opens a runtime over a fresh state directory (unless opts
-// names one) and closes it when the test ends.
+// names one) and closes it when the test ends, removing its cgroup.
 func openRuntime(t *testing.T, opts processruntime.Options) *processruntime.Runtime {
 	t.Helper()
 	if opts.StateDir == "" {
@@ -29,7 +29,10 @@ func openRuntime(t *testing.T, opts processruntime.Options) *processruntime.Runt
 	}
 	rt, err := processruntime.Open(opts)
 	require.NoError(t, err)
-	t.Cleanup(func() { rt.Close() })
+	t.Cleanup(func() {
+		rt.Close()
+		removeTestCgroup(t, rt)
+	})
 	return rt
 }
 
