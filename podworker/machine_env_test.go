@@ -122,7 +122,7 @@ func (e *machineEnv) newPod(t *testing.T, d *datadriven.TestData) *v1.Pod {
 				d.Fatalf(t, "grace: %v", err)
 			}
 			pod.Spec.TerminationGracePeriodSeconds = &g
-		case "mirror":
+		case "mirror", "running-pod":
 		default:
 			d.Fatalf(t, "unknown pod argument %q", a.Key)
 		}

@@ -29,8 +29,10 @@ import (
 //	config [resync=D] [backoff=D] [max-backoff=D] [slow-warning=D]
 //	    a new machine (defaults 1m, 1s, 20s, 1m; jitter off)
 //	create|update|sync P [static=NAME] [phase=Succeeded|Failed]
-//	    [deleted=GRACE] [grace=SPEC] [mirror]
-//	    UpdatePod with a new version of P (static: a static pod named NAME)
+//	    [deleted=GRACE] [grace=SPEC] [mirror] [running-pod=UID]
+//	    UpdatePod with a new version of P (static: a static pod named NAME;
+//	    running-pod: a RunningPod of UID given alongside, which UpdatePod
+//	    accepts and the engine ignores)
 //	kill P [grace=N] [evict] [ch=NAME]... [status-fn] [static=NAME]
 //	    a SyncPodKill update (ch: a CompletedCh the script names)
 //	kill-runtime P    a kill of a pod known only from the runtime
@@ -88,6 +90,11 @@ func (e *machineEnv) handle(t *testing.T, d *datadriven.TestData) string {
 			mp := pod.DeepCopy()
 			mp.UID = pod.UID + "-mirror"
 			u.mirror = mp
+		}
+		if d.HasArg("running-pod") {
+			var uid string
+			d.ScanArgs(t, "running-pod", &uid)
+			u.runningPod = &RuntimePod{UID: types.UID(uid), Namespace: "ns", Name: uid}
 		}
 		e.m.update(u, killRequest{}, &fx)
 	case "kill":
