@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -122,6 +124,9 @@ type NodeOptions struct {
 func (n NodeOptions) validate() error {
 	if n.Name == "" {
 		return fmt.Errorf("clustertest: a node has no name")
+	}
+	if errs := validation.IsDNS1123Subdomain(n.Name); len(errs) > 0 {
+		return fmt.Errorf("clustertest: node name %q: %s", n.Name, strings.Join(errs, "; "))
 	}
 	return nil
 }
