@@ -17,6 +17,31 @@ import (
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 
+// TestClusterCommandKeepsTheUsersKubeconfig: --kubeconfig naming a file
+// that exists (~/.kube/config, say) is refused before anything starts, and
+// the file is left as it was; the command would otherwise overwrite it and
+// remove it at exit.
+func TestClusterCommandKeepsTheUsersKubeconfig(t *testing.T) {
+	bin := buildOnce(t, "github.com/podkit/podkit/examples/kube/cmd/podkit-cluster")
+	tmp := t.TempDir()
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	const mine = "apiVersion: v1\nkind: Config\n# the user's own\n"
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(mine), 0o600))
+	cmd := exec.Command(bin, "--nodes", "1", "--kubeconfig", kubeconfig)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "podkit-cluster refuses: %s", out)
+	assert.Equal(t, 1, exit.ExitCode())
+	assert.Contains(t, string(out), "--kubeconfig "+kubeconfig+" exists")
+	got, err := os.ReadFile(kubeconfig)
+	require.NoError(t, err)
+	assert.Equal(t, mine, string(got), "the user's kubeconfig is untouched")
+	entries, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing was started or left in TMPDIR")
+}
+
 // TestClusterCommand runs the podkit-cluster command as a user does: it
 // prints a kubeconfig kubectl works with (3 Ready nodes, a pod's log), and
 // on Ctrl-C (SIGINT) stops every pod's process, removes its temporary

@@ -2,10 +2,13 @@
 // kube-apiserver, kube-scheduler and kube-controller-manager, with podkit
 // nodes whose pods run as processes on this machine.
 //
-//	go run ./examples/kube/cmd/podkit-cluster --nodes 3
+//	cd examples/kube && go run ./cmd/podkit-cluster --nodes 3
+//	go run -C examples/kube ./cmd/podkit-cluster --nodes 3   # the same, from the repository's root
 //
-// It writes an administrator's kubeconfig (to --kubeconfig, or into the
-// cluster's temporary directory), prints how to use it, and then prints the
+// (examples/kube is a module of its own, so the root module cannot run its
+// commands by path.) It writes an administrator's kubeconfig (to
+// --kubeconfig, a file that must not exist yet, or into the cluster's
+// temporary directory), prints how to use it, and then prints the
 // nodes and pods as they change. Ctrl-C (or SIGTERM) stops every pod's
 // processes and the control plane, removes the temporary directory and the
 // kubeconfig, and exits 0.
@@ -16,9 +19,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -40,7 +45,7 @@ func main() {
 func run() error {
 	var (
 		nodes      = flag.Int("nodes", 3, "number of podkit nodes (node-0, node-1, ...)")
-		kubeconfig = flag.String("kubeconfig", "", "where to write the administrator's kubeconfig (default: in the cluster's temporary directory); removed at exit")
+		kubeconfig = flag.String("kubeconfig", "", "where to write the administrator's kubeconfig, a file that must not exist yet (default: in the cluster's temporary directory); removed at exit")
 		logFile    = flag.String("log-file", "", "where to write the control plane's and the agents' logs (default: in the cluster's temporary directory)")
 		verbosity  = flag.Int("v", 0, "log verbosity of the agents")
 		quiet      = flag.Bool("quiet", false, "do not print nodes and pods as they change")
@@ -51,6 +56,16 @@ func run() error {
 	}
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", flag.Args())
+	}
+	// The kubeconfig is the cluster's and goes with it: refuse to
+	// overwrite (and at exit remove) a file of the user's, such as
+	// ~/.kube/config.
+	if *kubeconfig != "" {
+		if _, err := os.Lstat(*kubeconfig); err == nil {
+			return fmt.Errorf("--kubeconfig %s exists: podkit-cluster writes a new file there and removes it at exit; name a file that does not exist", *kubeconfig)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("--kubeconfig: %w", err)
+		}
 	}
 
 	dir, err := os.MkdirTemp("", "podkit-cluster-")
