@@ -185,7 +185,7 @@ func NodeObject(nodeName string) *v1.Node {
 			Capacity:    capacity,
 			Allocatable: capacity.DeepCopy(),
 			Addresses:   []v1.NodeAddress{{Type: v1.NodeHostName, Address: nodeName}},
-			NodeInfo:    v1.NodeSystemInfo{OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH, KubeletVersion: "podkit"},
+			NodeInfo:    systemInfo(),
 		},
 	}
 }
