@@ -77,9 +77,9 @@ type agent struct {
 	manifestDir string
 	listener    net.Listener
 	// httpSlots holds a value per pod request being served (at most
-	// httpMaxInFlight); httpWriteTimeout is the server's WriteTimeout.
-	httpSlots        chan struct{}
-	httpWriteTimeout time.Duration
+	// httpMaxInFlight); httpTimeouts are the server's.
+	httpSlots    chan struct{}
+	httpTimeouts httpTimeouts
 
 	// mu guards the fields below.
 	mu   sync.Mutex
@@ -112,8 +112,8 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		changed:   make(chan struct{}),
 		eventWake: make(chan struct{}, 1),
 
-		httpSlots:        make(chan struct{}, httpMaxInFlight),
-		httpWriteTimeout: httpWriteTimeout,
+		httpSlots:    make(chan struct{}, httpMaxInFlight),
+		httpTimeouts: defaultHTTPTimeouts,
 	}
 	if err := os.MkdirAll(opts.stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)

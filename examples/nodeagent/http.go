@@ -19,20 +19,12 @@ import (
 	"github.com/podkit/podkit/podworker"
 )
 
-// What one client of the HTTP endpoint can cost the agent. The endpoint
-// has no authentication, so it listens on loopback only unless
-// --listen-non-loopback says otherwise.
+// What one client of the HTTP endpoint can cost the agent, with
+// httpTimeouts. The endpoint has no authentication, so it listens on
+// loopback only unless --listen-non-loopback says otherwise.
 const (
-	// A request's headers must arrive within httpReadHeaderTimeout, and
-	// the whole request within httpReadTimeout; the response must be
-	// written within httpWriteTimeout (a client that stops reading is
-	// disconnected then); an idle kept-alive connection is closed after
-	// httpIdleTimeout.
-	httpReadHeaderTimeout = 5 * time.Second
-	httpReadTimeout       = 10 * time.Second
-	httpWriteTimeout      = 30 * time.Second
-	httpIdleTimeout       = 60 * time.Second
-	httpMaxHeaderBytes    = 16 << 10
+	// httpMaxHeaderBytes bounds a request's headers.
+	httpMaxHeaderBytes = 16 << 10
 	// httpMaxInFlight is how many pod requests are served at once; more
 	// get 503 Service Unavailable with Retry-After.
 	httpMaxInFlight = 16
@@ -41,6 +33,22 @@ const (
 	defaultPodsLimit = 100
 	maxPodsLimit     = 500
 )
+
+// httpTimeouts are the endpoint's timeouts: a request's headers must
+// arrive within readHeader, and the whole request within read; the
+// response must be written within write (a client that stops reading is
+// disconnected then); an idle kept-alive connection is closed after idle.
+type httpTimeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+// defaultHTTPTimeouts are the agent's; tests shorten them.
+var defaultHTTPTimeouts = httpTimeouts{
+	readHeader: 5 * time.Second,
+	read:       10 * time.Second,
+	write:      30 * time.Second,
+	idle:       60 * time.Second,
+}
 
 // windowView is the pod workers' window for one UID: what every other loop
 // of an agent asks instead of keeping its own idea of the pod.
@@ -125,10 +133,10 @@ func checkListenAddress(addr net.Addr, allowed bool) error {
 func (a *agent) newHTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           a.httpHandler(),
-		ReadHeaderTimeout: httpReadHeaderTimeout,
-		ReadTimeout:       httpReadTimeout,
-		WriteTimeout:      a.httpWriteTimeout,
-		IdleTimeout:       httpIdleTimeout,
+		ReadHeaderTimeout: a.httpTimeouts.readHeader,
+		ReadTimeout:       a.httpTimeouts.read,
+		WriteTimeout:      a.httpTimeouts.write,
+		IdleTimeout:       a.httpTimeouts.idle,
 		MaxHeaderBytes:    httpMaxHeaderBytes,
 	}
 }

@@ -261,7 +261,7 @@ func TestSlowClientsDoNotGrowMemory(t *testing.T) {
 		clients = 40
 	)
 	a := newIdleAgent(t, pods, size)
-	a.httpWriteTimeout = 5 * time.Second
+	a.httpTimeouts.write = 5 * time.Second
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ln := smallBuffers{tcp}
