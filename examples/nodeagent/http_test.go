@@ -40,7 +40,7 @@ spec:
   containers:
   - name: main
     image: example.com/secretive
-    command: [sleep, "300"]
+    command: [sh, -c, "exec sleep 300", sh, --db-password=hunter2, PASSWORD=hunter2, --token, hunter2]
     env:
     - {name: DB_PASSWORD, value: hunter2}
     - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
@@ -49,6 +49,11 @@ spec:
         port: 8080
         httpHeaders:
         - {name: Authorization, value: Bearer hunter2}
+    livenessProbe:
+      exec: {command: [check, --api-key, hunter2]}
+    lifecycle:
+      preStop:
+        exec: {command: [sh, -c, "PGPASSWORD=hunter2 pg_ctl stop"]}
 `
 
 // get fetches url and returns the status and body.
@@ -84,9 +89,12 @@ func TestTheEndpointRedactsSecrets(t *testing.T) {
 		code, body := get(t, base+path)
 		require.Equal(t, http.StatusOK, code, path)
 		assert.NotContains(t, body, "hunter2", "%s serves a secret", path)
-		// The pod and its mirror pod: the env value, the probe's header, and
-		// two annotations each.
-		assert.Equal(t, 8, strings.Count(body, redacted), "%s redacts each secret of the pod and its mirror pod:\n%s", path, body)
+		// The pod and its mirror pod: the env value, the probe's header, two
+		// annotations, three values in the command, one in the exec probe
+		// and one in the exec hook, each.
+		assert.Equal(t, 2*9, strings.Count(body, redacted), "%s redacts each secret of the pod and its mirror pod:\n%s", path, body)
+		assert.Contains(t, body, `"--db-password=[redacted]"`, "%s keeps the flag's name", path)
+		assert.Contains(t, body, `"exec sleep 300"`, "%s keeps what is not secret-shaped", path)
 		assert.Contains(t, body, "team-a", "an annotation that is not secret-shaped is kept")
 		assert.Contains(t, body, "metadata.name", "env references are kept")
 	}
