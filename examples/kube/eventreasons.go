@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podkit/podkit/mirror"
 )
 
 // Event reasons a podkit agent records, named as the kubelet names them
@@ -66,10 +68,10 @@ func NodeStatusMessage(nodeName, reason string) string {
 	return fmt.Sprintf("Node %s status is now: %s", nodeName, reason)
 }
 
-// podDescription names a pod as the kubelet's messages do:
-// name_namespace(uid).
+// podDescription names a pod as the kubelet's messages do: its full name
+// and UID, name_namespace(uid).
 func podDescription(pod *v1.Pod) string {
-	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+	return fmt.Sprintf("%s(%s)", mirror.PodFullName(pod), pod.UID)
 }
 
 // ContainerRef returns the reference an event about container of pod is
