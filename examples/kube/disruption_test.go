@@ -119,6 +119,7 @@ func testAgentShutdown(t *testing.T, c *cluster) {
 	for _, cond := range n.Status.Conditions {
 		if cond.Type == v1.NodeReady {
 			assert.Equal(t, v1.ConditionFalse, cond.Status)
+			assert.Equal(t, "KubeletNotReady", cond.Reason, "the kubelet's reason, which dashboards match on")
 			assert.Equal(t, "node is shutting down", cond.Message)
 		}
 	}

@@ -158,6 +158,17 @@ func testAgentEvents(t *testing.T, c *cluster) {
 	require.NoError(t, err)
 	waitForEvent(t, c.admin, "default", string(n.UID), eventMatch{v1.EventTypeNormal, "Starting", "", "Starting podkit agent.", 0})
 	waitForEvent(t, c.admin, "default", string(n.UID), eventMatch{v1.EventTypeNormal, "NodeReady", "", "Node events-node status is now: NodeReady", 0})
+	n, err = c.admin.CoreV1().Nodes().Get(testContext(t), node, metav1.GetOptions{})
+	require.NoError(t, err)
+	var ready *v1.NodeCondition
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == v1.NodeReady {
+			ready = &n.Status.Conditions[i]
+		}
+	}
+	require.NotNil(t, ready, "the Node has a Ready condition")
+	assert.Equal(t, v1.ConditionTrue, ready.Status)
+	assert.Equal(t, "KubeletReady", ready.Reason, "the kubelet's reason, which dashboards match on")
 }
 
 // testEventSinkFailure: an agent whose event sink never answers loses its

@@ -23,6 +23,13 @@ import (
 // NodeLeaseNamespace is the namespace of the node heartbeat leases.
 const NodeLeaseNamespace = "kube-node-lease"
 
+// The reasons of the Node's Ready condition, the kubelet's: dashboards and
+// alerts built for kubelet nodes match on them.
+const (
+	nodeReadyReason    = "KubeletReady"
+	nodeNotReadyReason = "KubeletNotReady"
+)
+
 // NodeUID returns the node-UID lookup mirror.ClientOptions.NodeUID needs:
 // each call reads the Node nodeName from the API server and returns its
 // UID. It reads on every call (mirror pods are created rarely) so a Node
@@ -87,10 +94,11 @@ type NodeHeartbeat struct {
 	// the real clock.
 	Clock clock.WithTicker
 	// Health, when set, is asked at each beat whether the node can run
-	// pods: an error posts Ready False (reason PodkitAgentNotReady, the
-	// error as message), as the kubelet posts NotReady while its node shuts
-	// down. Nil, or a nil error, posts Ready True. It is called from the
-	// beat's goroutine and must not block.
+	// pods: an error posts Ready False (reason KubeletNotReady, the error
+	// as message), as the kubelet posts NotReady while its node shuts
+	// down. Nil, or a nil error, posts Ready True (reason KubeletReady).
+	// The reasons are the kubelet's, which dashboards and alerts match
+	// on. It is called from the beat's goroutine and must not block.
 	Health func() error
 	// Recorder, when set, receives a Normal NodeReady or NodeNotReady event
 	// on the Node each time a beat changes the status of its Ready
@@ -147,13 +155,13 @@ func (h *NodeHeartbeat) patchReady(ctx context.Context, now metav1.Time) error {
 	ready := v1.NodeCondition{
 		Type:              v1.NodeReady,
 		Status:            v1.ConditionTrue,
-		Reason:            "PodkitAgentReady",
+		Reason:            nodeReadyReason,
 		Message:           "podkit agent is posting ready status",
 		LastHeartbeatTime: now,
 	}
 	if h.Health != nil {
 		if err := h.Health(); err != nil {
-			ready.Status, ready.Reason, ready.Message = v1.ConditionFalse, "PodkitAgentNotReady", err.Error()
+			ready.Status, ready.Reason, ready.Message = v1.ConditionFalse, nodeNotReadyReason, err.Error()
 		}
 	}
 	ready.LastTransitionTime = now
