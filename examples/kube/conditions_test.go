@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +27,21 @@ type want struct {
 	reason, message string
 }
 
+// observesItsGeneration reports whether p's status and each condition the
+// agent sets observe p's generation, as the kubelet's do since
+// PodObservedGenerationTracking (GA in 1.37). A condition the agent does
+// not own (a readiness gate's) is left out.
+func observesItsGeneration(t *testing.T, p *v1.Pod, gates ...v1.PodConditionType) {
+	t.Helper()
+	require.Positive(t, p.Generation)
+	assert.Equal(t, p.Generation, p.Status.ObservedGeneration, "status.observedGeneration")
+	for _, c := range p.Status.Conditions {
+		if !slices.Contains(gates, c.Type) {
+			assert.Equal(t, p.Generation, c.ObservedGeneration, "observedGeneration of condition %s", c.Type)
+		}
+	}
+}
+
 // conditionsAre reports whether p has each of the conditions in ws.
 func conditionsAre(ws map[v1.PodConditionType]want) func(*v1.Pod) bool {
 	return func(p *v1.Pod) bool {
@@ -43,8 +59,9 @@ func conditionsAre(ws map[v1.PodConditionType]want) func(*v1.Pod) bool {
 }
 
 // testAgentConditions: a pod carries the kubelet's conditions, with the
-// kubelet's reasons and messages, through init containers, a readiness
-// gate and completion; a resync does not move their transition times.
+// kubelet's reasons and messages and the pod's generation observed,
+// through init containers (ready once completed), a readiness gate and
+// completion; a resync does not move their transition times.
 func testAgentConditions(t *testing.T, c *cluster) {
 	const node = "cond-node"
 	const gate = v1.PodConditionType("example.com/ready")
@@ -71,7 +88,10 @@ func testAgentConditions(t *testing.T, c *cluster) {
 		v1.PodReady:                  {v1.ConditionFalse, "ContainersNotReady", "containers with unready status: [main]"},
 		v1.PodScheduled:              {v1.ConditionTrue, "", ""},
 	}
-	waitForPod(t, c.admin, "default", pod.Name, "initializing", conditionsAre(initializing))
+	during := waitForPod(t, c.admin, "default", pod.Name, "initializing", conditionsAre(initializing))
+	observesItsGeneration(t, during)
+	require.Len(t, during.Status.InitContainerStatuses, 1)
+	assert.False(t, during.Status.InitContainerStatuses[0].Ready, "a running init container is not ready")
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "init-go"), nil, 0o600))
 	gated := map[v1.PodConditionType]want{
@@ -81,7 +101,9 @@ func testAgentConditions(t *testing.T, c *cluster) {
 		v1.PodReady: {v1.ConditionFalse, "ReadinessGatesNotReady",
 			fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", gate)},
 	}
-	waitForPod(t, c.admin, "default", pod.Name, "waiting for its readiness gate", conditionsAre(gated))
+	initialized := waitForPod(t, c.admin, "default", pod.Name, "waiting for its readiness gate", conditionsAre(gated))
+	require.Len(t, initialized.Status.InitContainerStatuses, 1)
+	assert.True(t, initialized.Status.InitContainerStatuses[0].Ready, "a completed init container is ready")
 
 	// Whoever owns the gate sets it: the pod becomes Ready.
 	_, err := c.admin.CoreV1().Pods("default").Patch(testContext(t), pod.Name, types.StrategicMergePatchType,
@@ -108,13 +130,14 @@ func testAgentConditions(t *testing.T, c *cluster) {
 	assert.Equal(t, ready.Status.Conditions, after.Status.Conditions, "a resync left the conditions and their transition times as they were")
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main-go"), nil, 0o600))
-	waitForPod(t, c.admin, "default", pod.Name, "Succeeded, with the conditions of a completed pod", func(p *v1.Pod) bool {
+	done := waitForPod(t, c.admin, "default", pod.Name, "Succeeded, with the conditions of a completed pod", func(p *v1.Pod) bool {
 		return isPhase(v1.PodSucceeded)(p) && conditionsAre(map[v1.PodConditionType]want{
-			v1.PodReadyToStartContainers: {v1.ConditionFalse, "", ""},
+			v1.PodReadyToStartContainers: {v1.ConditionFalse, "PodSandboxNotReady", "pod sandbox is not ready"},
 			v1.PodInitialized:            {v1.ConditionTrue, "PodCompleted", ""},
 			v1.ContainersReady:           {v1.ConditionFalse, "PodCompleted", ""},
 			v1.PodReady:                  {v1.ConditionFalse, "PodCompleted", ""},
 			gate:                         {v1.ConditionTrue, "", ""},
 		})(p)
 	})
+	observesItsGeneration(t, done, gate)
 }

@@ -50,6 +50,7 @@ func testAgentEviction(t *testing.T, c *cluster) {
 	assert.NotEmpty(t, processesOf(t, pod.UID), "the pod's process still runs")
 	assert.Equal(t, v1.PodReasonTerminationByKubelet, condition(during, v1.DisruptionTarget).Reason)
 	assert.Equal(t, message, condition(during, v1.DisruptionTarget).Message)
+	assert.Equal(t, during.Generation, condition(during, v1.DisruptionTarget).ObservedGeneration, "the condition observes the pod's generation")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go"), nil, 0o600))
 	require.NoError(t, <-evicted)
 
@@ -60,6 +61,8 @@ func testAgentEviction(t *testing.T, c *cluster) {
 	require.NotNil(t, target)
 	assert.Equal(t, v1.ConditionTrue, target.Status)
 	assert.Equal(t, condition(during, v1.DisruptionTarget).LastTransitionTime, target.LastTransitionTime, "the condition did not change, nor its time")
+	assert.Equal(t, final.Generation, target.ObservedGeneration)
+	assert.Equal(t, final.Generation, final.Status.ObservedGeneration)
 	assert.Empty(t, processesOf(t, pod.UID))
 	waitForEvent(t, c.admin, "default", string(pod.UID), eventMatch{v1.EventTypeWarning, "Evicted", "", message, 0})
 	waitForEvent(t, c.admin, "default", string(pod.UID), eventMatch{v1.EventTypeNormal, "Killing", "spec.containers{main}", "Stopping container main", 0})
@@ -106,6 +109,8 @@ func testAgentShutdown(t *testing.T, c *cluster) {
 		if assert.NotNil(t, target, p.Name) {
 			assert.Equal(t, v1.ConditionTrue, target.Status)
 			assert.Equal(t, v1.PodReasonTerminationByKubelet, target.Reason)
+			assert.Positive(t, final.Generation)
+			assert.Equal(t, final.Generation, target.ObservedGeneration, "%s: the condition observes the pod's generation", p.Name)
 		}
 		waitForEvent(t, c.admin, "default", string(p.UID), eventMatch{v1.EventTypeNormal, "Killing", "spec.containers{main}", "Stopping container main", 0})
 	}

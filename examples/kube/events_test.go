@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -127,6 +128,21 @@ func testAgentEvents(t *testing.T, c *cluster) {
 	// The crash loop started the container again and again: one event,
 	// counted, not one per start.
 	waitForEvent(t, c.admin, "default", uid, eventMatch{v1.EventTypeNormal, "Started", "spec.containers{crash}", "Container started", 2})
+	// While it waits out its backoff, its status says so in the kubelet's
+	// words, with the backoff waited out.
+	crashLoop := regexp.MustCompile(`^back-off ([0-9.]+m?s) restarting failed container=crash pod=crashloop_default\(` + uid + `\)$`)
+	waitForPod(t, c.admin, "default", pod.Name, "crash in CrashLoopBackOff", func(p *v1.Pod) bool {
+		if p == nil {
+			return false
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; cs.Name == "crash" && w != nil && w.Reason == "CrashLoopBackOff" && crashLoop.MatchString(w.Message) {
+				backOff, err := time.ParseDuration(crashLoop.FindStringSubmatch(w.Message)[1])
+				return err == nil && backOff >= 200*time.Millisecond
+			}
+		}
+		return false
+	})
 
 	out := describePod(t, c.admin, "default", pod.Name)
 	t.Logf("kubectl describe pod %s:\n%s", pod.Name, out)

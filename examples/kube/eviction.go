@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podkit/podkit/internal/podstatus"
 )
 
 // EvictionStatus returns the final-status function the kubelet's eviction
@@ -12,8 +14,11 @@ import (
 // podworker.KillPodOptions.PodStatusFunc: phase Failed, reason
 // ReasonEvicted, message, and a DisruptionTarget condition (True, reason
 // TerminationByKubelet, the same message) whose transition time is now
-// unless the status already has it True. It is idempotent, as WrapSyncer
-// needs. now defaults to time.Now.
+// unless the status already has it True. The condition observes the
+// generation the status does (status.ObservedGeneration, which the
+// syncer's status sets to pod.Generation, as processruntime.APIStatus
+// does), as the kubelet's observes the pod's. It is idempotent, as
+// WrapSyncer needs. now defaults to time.Now.
 func EvictionStatus(message string, now func() time.Time) func(*v1.PodStatus) {
 	if now == nil {
 		now = time.Now
@@ -22,28 +27,13 @@ func EvictionStatus(message string, now func() time.Time) func(*v1.PodStatus) {
 		status.Phase = v1.PodFailed
 		status.Reason = ReasonEvicted
 		status.Message = message
-		setDisruptionTarget(status, v1.PodCondition{
+		podstatus.SetCondition(status, v1.PodCondition{
 			Type:               v1.DisruptionTarget,
+			ObservedGeneration: status.ObservedGeneration,
 			Status:             v1.ConditionTrue,
 			Reason:             v1.PodReasonTerminationByKubelet,
 			Message:            message,
 			LastTransitionTime: metav1.NewTime(now()),
 		})
 	}
-}
-
-// setDisruptionTarget puts cond into status, keeping the transition time of
-// a DisruptionTarget condition already True.
-func setDisruptionTarget(status *v1.PodStatus, cond v1.PodCondition) {
-	for i := range status.Conditions {
-		if status.Conditions[i].Type != cond.Type {
-			continue
-		}
-		if status.Conditions[i].Status == cond.Status {
-			cond.LastTransitionTime = status.Conditions[i].LastTransitionTime
-		}
-		status.Conditions[i] = cond
-		return
-	}
-	status.Conditions = append(status.Conditions, cond)
 }
