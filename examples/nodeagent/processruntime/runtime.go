@@ -336,7 +336,8 @@ func lockDir(dir string) (*os.File, error) {
 }
 
 // Close stops the goroutines that watch adopted processes, removes the
-// cgroups that hold no process and releases the state directory.
+// cgroups that hold no process (waiting up to a second in all for those
+// whose processes it killed to empty) and releases the state directory.
 // Processes keep running: a later Runtime on the same directory adopts
 // them. Hooks called after Close return ErrClosed, and a ReadLogs that
 // follows a log ends. The goroutines that wait for each started process
