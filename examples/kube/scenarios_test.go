@@ -22,6 +22,7 @@ func TestCluster(t *testing.T) {
 		{"Kubectl", testKubectl},
 		{"KubeletAPIAuth", testKubeletAPIAuth},
 		{"Metrics", testMetrics},
+		{"FinalStatusBurst", testClusterFinalStatusBurst},
 	}
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
