@@ -6,14 +6,20 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/podkit/podkit/examples/kube"
@@ -250,5 +256,139 @@ func testStatusWriter(t *testing.T, c *cluster) {
 			return true, nil
 		})
 		require.NoError(t, err)
+	})
+}
+
+// flakyPods answers the status writer the way a busy API server can: the
+// first reads hang until their context ends, the first status patches are
+// refused with a Conflict (another writer changed the pod in between: it
+// adds a condition of its own) and the next hang, before the calls go
+// through.
+type flakyPods struct {
+	corev1client.PodInterface
+	f *flakiness
+}
+
+type flakiness struct {
+	mu                                   sync.Mutex
+	getHangs, patchConflicts, patchHangs int
+	// hung is how long each hung call waited until its context ended (-1
+	// for a context without a deadline).
+	hung []time.Duration
+	// landed is closed once a status patch went through.
+	landed chan struct{}
+}
+
+// hang waits until ctx ends and notes how long that took.
+func (f *flakiness) hang(ctx context.Context) error {
+	start := time.Now()
+	_, ok := ctx.Deadline()
+	<-ctx.Done()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !ok {
+		f.hung = append(f.hung, -1)
+	} else {
+		f.hung = append(f.hung, time.Since(start))
+	}
+	return ctx.Err()
+}
+
+// take consumes one of *n, if any is left.
+func (f *flakiness) take(n *int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if *n == 0 {
+		return false
+	}
+	*n--
+	return true
+}
+
+func (p flakyPods) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Pod, error) {
+	if p.f.take(&p.f.getHangs) {
+		return nil, p.f.hang(ctx)
+	}
+	return p.PodInterface.Get(ctx, name, opts)
+}
+
+func (p flakyPods) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*v1.Pod, error) {
+	switch {
+	case p.f.take(&p.f.patchConflicts):
+		_, err := p.PodInterface.Patch(ctx, name, types.StrategicMergePatchType,
+			[]byte(`{"status":{"conditions":[{"type":"example.com/Other","status":"True"}]}}`), metav1.PatchOptions{}, "status")
+		if err != nil {
+			return nil, err
+		}
+		return nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, name, errors.New("the object has been modified"))
+	case p.f.take(&p.f.patchHangs):
+		return nil, p.f.hang(ctx)
+	}
+	got, err := p.PodInterface.Patch(ctx, name, pt, data, opts, subresources...)
+	if err == nil {
+		p.f.mu.Lock()
+		select {
+		case <-p.f.landed:
+		default:
+			close(p.f.landed)
+		}
+		p.f.mu.Unlock()
+	}
+	return got, err
+}
+
+// TestStatusWriterRetriesFailedWrites: a pod's final status lands although
+// the first reads hang until SyncTimeout, and the first patches are
+// refused with a Conflict or hang; what the other writer added meanwhile
+// is kept.
+func TestStatusWriterRetriesFailedWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pod := apiPod("flaky", "node-a", "/bin/true")
+		pod.UID = "uid-flaky"
+		pod.Status.Phase = v1.PodPending
+		real := fake.NewClientset(pod)
+		f := &flakiness{getHangs: 2, patchConflicts: 3, patchHangs: 2, landed: make(chan struct{})}
+		cs := interceptedClient{Interface: real, core: interceptedCore{
+			CoreV1Interface: real.CoreV1(),
+			pods:            func(p corev1client.PodInterface) corev1client.PodInterface { return flakyPods{PodInterface: p, f: f} },
+		}}
+		const syncTimeout = 5 * time.Second
+		writer, err := kube.NewStatusWriter(cs.CoreV1(), kube.StatusWriterOptions{
+			BackOff: 10 * time.Millisecond, MaxBackOff: time.Second, SyncTimeout: syncTimeout, ResyncInterval: -1,
+		})
+		require.NoError(t, err)
+		// Synced workers that run nothing: the pod is known not to run, as
+		// one rejected at admission.
+		workers, err := podworker.New(podworker.PodSyncerFuncs[struct{}]{}, podworker.Options[struct{}]{})
+		require.NoError(t, err)
+		workers.SyncKnownPods(nil)
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- writer.Run(ctx, workers) }()
+
+		status := exitedStatus(v1.PodFailed)
+		status.ContainerStatuses[0].State.Terminated.ExitCode = 3
+		status.ContainerStatuses[0].State.Terminated.Reason = "Error"
+		writer.SetPodStatus(pod, status)
+		select {
+		case <-f.landed:
+		case <-time.After(time.Hour):
+			t.Fatal("the status never landed")
+		}
+		stop()
+		require.NoError(t, <-done)
+
+		got, err := real.CoreV1().Pods("default").Get(context.Background(), "flaky", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, v1.PodFailed, got.Status.Phase)
+		if assert.Len(t, got.Status.ContainerStatuses, 1) && assert.NotNil(t, got.Status.ContainerStatuses[0].State.Terminated) {
+			assert.Equal(t, int32(3), got.Status.ContainerStatuses[0].State.Terminated.ExitCode)
+		}
+		assert.NotNil(t, condition(got, "example.com/Other"), "the other writer's condition is kept")
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		assert.Zero(t, f.getHangs+f.patchConflicts+f.patchHangs, "every failure was met and the write tried again")
+		assert.Equal(t, []time.Duration{syncTimeout, syncTimeout, syncTimeout, syncTimeout}, f.hung,
+			"each hung call was given up after SyncTimeout")
 	})
 }
