@@ -362,9 +362,13 @@ func TestStatusWriterRetriesFailedWrites(t *testing.T) {
 		workers, err := podworker.New(podworker.PodSyncerFuncs[struct{}]{}, podworker.Options[struct{}]{})
 		require.NoError(t, err)
 		workers.SyncKnownPods(nil)
-		ctx, stop := context.WithCancel(context.Background())
+		ctx, stop := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- writer.Run(ctx, workers) }()
+		t.Cleanup(func() {
+			stop()
+			assert.NoError(t, <-done, "the writer's Run")
+		})
 
 		status := exitedStatus(v1.PodFailed)
 		status.ContainerStatuses[0].State.Terminated.ExitCode = 3
@@ -375,8 +379,6 @@ func TestStatusWriterRetriesFailedWrites(t *testing.T) {
 		case <-time.After(time.Hour):
 			t.Fatal("the status never landed")
 		}
-		stop()
-		require.NoError(t, <-done)
 
 		got, err := real.CoreV1().Pods("default").Get(context.Background(), "flaky", metav1.GetOptions{})
 		require.NoError(t, err)
