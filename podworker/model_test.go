@@ -646,6 +646,11 @@ func (m *model) settle() {
 		time.Sleep(31 * time.Second)
 		synctest.Wait()
 	}
+	// Take in what settling did before anything new is sent: a worker
+	// forgotten meanwhile must be seen gone before killAll gives its UID
+	// a CompletedCh (the fuzzer found the checker charging a new life's
+	// channel to the old one, in testdata/fuzz).
+	m.drain()
 }
 
 // checkNewestSynced: every pod still syncing has had its newest desired
