@@ -167,6 +167,10 @@ func TestAPIServerRestart(t *testing.T) {
 		NodeName:          node,
 		StateDir:          t.TempDir(),
 		HeartbeatInterval: time.Second,
+		// No periodic status checks: each final status must land through
+		// the writer's retries of the write the API server's absence
+		// refused, not through a check a minute later.
+		StatusResyncInterval: -1,
 	})
 	// Pods 4..7 and 12..15 are bound later: every exit code, some exiting
 	// at their start, some gated.

@@ -73,6 +73,11 @@ type Config struct {
 	// ResyncInterval is how often a running pod is synced again when
 	// nothing happened. Defaults to the pod workers' default.
 	ResyncInterval time.Duration
+	// StatusResyncInterval is how long after a successful status write
+	// the agent checks the pod's status in the API server again, to put
+	// back one someone else changed (kube.StatusWriterOptions.ResyncInterval).
+	// Defaults to one minute; negative disables these checks.
+	StatusResyncInterval time.Duration
 	// HeartbeatInterval is how often the Node's Ready condition and Lease
 	// are renewed. Defaults to 10 seconds; negative disables the
 	// heartbeat.
@@ -252,7 +257,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer rt.Close()
 
-	writer, err := kube.NewStatusWriter(core, kube.StatusWriterOptions{NodeName: cfg.NodeName, Logger: log.WithName("status")})
+	writer, err := kube.NewStatusWriter(core, kube.StatusWriterOptions{NodeName: cfg.NodeName, ResyncInterval: cfg.StatusResyncInterval, Logger: log.WithName("status")})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
