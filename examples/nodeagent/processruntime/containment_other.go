@@ -14,6 +14,7 @@ import (
 type cgroupTree struct{ base string }
 
 func openCgroupTree(string, string) (*cgroupTree, error)               { return nil, errUnsupportedOS }
+func useCgroupTree(string) (*cgroupTree, error)                        { return nil, errUnsupportedOS }
 func cgroupOf(string) (string, error)                                  { return "", errUnsupportedOS }
 func (*cgroupTree) podCgroup(types.UID) string                         { return "" }
 func (*cgroupTree) podCgroups() ([]types.UID, error)                   { return nil, errUnsupportedOS }
