@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/podkit/podkit/examples/kube/agent"
+	"github.com/podkit/podkit/examples/kube/clustertest"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
@@ -65,6 +66,14 @@ func runAgent(t *testing.T, cfg agent.Config) *testAgent {
 	}
 	a, err := agent.New(cfg)
 	require.NoError(t, err)
+	// Registered before the agent's stop, so it runs after it: nothing of
+	// the agent's pods outlives the test, their processes (which outlive an
+	// agent by design) nor their cgroups.
+	t.Cleanup(func() {
+		if err := clustertest.StopPodProcesses(cfg.StateDir); err != nil {
+			t.Errorf("stopping what the agent's pods left: %v", err)
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	ta := &testAgent{agent: a, stop: cancel, done: make(chan error, 1)}
 	go func() { ta.done <- a.Run(ctx) }()

@@ -15,7 +15,8 @@ const graceTimeout = time.Second
 
 // StopPodProcesses stops every process of the pods the process runtime
 // knows in each state directory: SIGTERM to their process groups, one
-// second of grace, then SIGKILL until none is left. The agents using the
+// second of grace, then SIGKILL until none is left; then it removes the
+// pods' cgroups (processruntime.RemoveCgroups). The agents using the
 // directories must be stopped first (a running agent would start them
 // again). Close does it for the cluster's nodes; call it for an agent the
 // harness does not run (a podkit-agent process given NodeConfig), since
@@ -38,12 +39,18 @@ func StopPodProcesses(stateDirs ...string) error {
 		}
 		rt.Close()
 	}
-	if len(uids) == 0 {
-		return errors.Join(errs...)
+	if len(uids) > 0 {
+		match := func(uid string) bool { return uids[uid] }
+		if err := signalAll(match, syscall.SIGTERM, graceTimeout, false); err != nil {
+			errs = append(errs, killStragglers(match))
+		}
 	}
-	match := func(uid string) bool { return uids[uid] }
-	if err := signalAll(match, syscall.SIGTERM, graceTimeout, false); err != nil {
-		errs = append(errs, killStragglers(match))
+	// The pods' cgroups outlived their runtimes with the processes in them;
+	// with the processes gone, nothing of the pods is left on the machine.
+	for _, dir := range stateDirs {
+		if err := processruntime.RemoveCgroups(dir); err != nil {
+			errs = append(errs, fmt.Errorf("clustertest: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }
