@@ -71,6 +71,12 @@
 //   - Pidfds, so a scanned process is killed only if it is still the one
 //     the scan found, even when its PID is reused in between.
 //
+// A pod's cgroup goes when the pod is cleaned up; Close removes those that
+// hold no process and keeps those of running pods for the next Runtime. A
+// harness that stops the pods' processes itself after its runtime closed
+// (package clustertest does) calls RemoveCgroups, so no empty cgroup is
+// left on the machine.
+//
 // What it cannot contain:
 //
 //   - Without a cgroup, a process that both leaves its process group
