@@ -23,4 +23,5 @@ func (*cgroupTree) populated(string) (bool, error)                     { return 
 func (*cgroupTree) kill(string) error                                  { return errUnsupportedOS }
 func (*cgroupTree) remove(string) error                                { return errUnsupportedOS }
 func (*cgroupTree) removeEmpty()                                       {}
+func (*cgroupTree) setKilled(string, bool)                             {}
 func killIfSame(int, uint64) bool                                      { return false }

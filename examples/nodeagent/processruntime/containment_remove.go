@@ -6,12 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 )
-
-// removeCgroupsWait bounds how long RemoveCgroups waits for cgroups whose
-// processes were just killed to empty.
-const removeCgroupsWait = time.Second
 
 // RemoveCgroups removes the cgroups the process runtime of stateDir made
 // for its pods, and its own cgroup, once no process is left in them.
@@ -42,36 +37,23 @@ func RemoveCgroups(stateDir string) error {
 	if err != nil {
 		return fmt.Errorf("processruntime: %w", err)
 	}
-	deadline := time.Now().Add(removeCgroupsWait)
-	for {
-		uids, err := t.podCgroups()
-		if err != nil {
-			return fmt.Errorf("processruntime: %w", err)
-		}
-		var busy []string
-		for _, uid := range uids {
-			dir := t.podCgroup(uid)
-			populated, err := t.populated(dir)
-			if err != nil {
-				return fmt.Errorf("processruntime: %w", err)
-			}
-			if populated {
-				busy = append(busy, dir)
-				continue
-			}
-			if err := t.remove(dir); err != nil {
-				busy = append(busy, dir)
-			}
-		}
-		if len(busy) == 0 {
-			if err := t.remove(base); err != nil {
-				return fmt.Errorf("processruntime: %w", err)
-			}
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processruntime: %d cgroups of %s still hold processes (first: %s)", len(busy), stateDir, busy[0])
-		}
-		time.Sleep(10 * time.Millisecond) // the kernel empties a killed cgroup shortly
+	uids, err := t.podCgroups()
+	if err != nil {
+		return fmt.Errorf("processruntime: %w", err)
 	}
+	// The caller killed what the cgroups held: wait for them to empty as
+	// for cgroups this runtime killed itself, and remove what did.
+	for _, uid := range uids {
+		t.setKilled(t.podCgroup(uid), true)
+	}
+	t.removeEmpty()
+	if _, err := os.Stat(base); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	left, _ := t.podCgroups()
+	first := base
+	if len(left) > 0 {
+		first = t.podCgroup(left[0])
+	}
+	return fmt.Errorf("processruntime: %d cgroups of %s still hold processes (first: %s)", len(left), stateDir, first)
 }
