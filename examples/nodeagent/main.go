@@ -24,8 +24,9 @@
 // sinceTime, limitBytes) and /healthz, on a loopback address unless
 // --listen-non-loopback; secret-shaped values (env values, the values of
 // flags and variables such as --db-password=X in commands and exec
-// probes, among others: see redactPod) are redacted. Each container's logs are capped on disk, rotated as the
-// kubelet does (--container-log-max-size, --container-log-max-files).
+// probes, among others: see redactPod) are redacted. Each container's logs
+// are capped on disk, rotated as the kubelet does (--container-log-max-size,
+// --container-log-max-files).
 // With --runtime cri (and --cri-endpoint unix:///...) it runs the pods of
 // --manifests in a CRI runtime such as containerd instead (see
 // examples/cri); their images must already be on the node. Run with -h

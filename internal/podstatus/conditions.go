@@ -118,14 +118,6 @@ func ContainersReadyCondition(spec *v1.PodSpec, phase v1.PodPhase, initStatuses,
 	return c
 }
 
-// ContainersReady reports whether every container whose readiness counts
-// toward the pod's (the regular containers and the sidecars) has a Ready
-// status, in a pod whose phase is not terminal: whether
-// ContainersReadyCondition is True.
-func ContainersReady(spec *v1.PodSpec, phase v1.PodPhase, initStatuses, statuses []v1.ContainerStatus) bool {
-	return ContainersReadyCondition(spec, phase, initStatuses, statuses).Status == v1.ConditionTrue
-}
-
 // ReadyCondition returns the pod's Ready condition given its
 // ContainersReady condition, by the kubelet's rule: the status, reason and
 // message of containersReady while that is not True; then False with
