@@ -158,7 +158,7 @@ func (c *nlConn) exchange(op string, typ uint16, flags uint16, body []byte) (msg
 			}
 			switch m.header.typ {
 			case unix.NLMSG_ERROR:
-				if err := ackError(op, m.data); err != nil {
+				if err := ackError(op, m.header.flags, m.data); err != nil {
 					return nil, false, err
 				}
 				return msgs, interrupted, nil
@@ -181,7 +181,10 @@ func (c *nlConn) exchange(op string, typ uint16, flags uint16, body []byte) (msg
 }
 
 // ackError reads an NLMSG_ERROR payload: nil for an acknowledgement.
-func ackError(op string, data []byte) error {
+// flags are the error message's own: NLM_F_CAPPED when the kernel echoed
+// only the request's header (NETLINK_CAP_ACK), NLM_F_ACK_TLVS when
+// extended ack attributes (the kernel's text) follow the echo.
+func ackError(op string, flags uint16, data []byte) error {
 	if len(data) < 4 {
 		return fmt.Errorf("podnet: %s: short netlink error message (%d bytes)", op, len(data))
 	}
@@ -190,15 +193,15 @@ func ackError(op string, data []byte) error {
 		return nil
 	}
 	e := &nlError{op: op, errno: syscall.Errno(-code)}
-	// The extended ack attributes follow the copy of the request's header
-	// (NETLINK_CAP_ACK: the header only).
-	if len(data) >= 4+unix.SizeofNlMsghdr {
-		orig := getHeader(data[4:])
-		rest := data[4+unix.SizeofNlMsghdr:]
-		if orig.length > unix.SizeofNlMsghdr && int(orig.length) <= len(data)-4 {
-			rest = data[4+int(orig.length):] // the kernel echoed the whole request
-		}
-		if attrs, err := parseAttrs(rest); err == nil {
+	if flags&unix.NLM_F_ACK_TLVS == 0 || len(data) < 4+unix.SizeofNlMsghdr {
+		return e
+	}
+	echo := unix.SizeofNlMsghdr
+	if flags&unix.NLM_F_CAPPED == 0 {
+		echo = align4(int(getHeader(data[4:]).length))
+	}
+	if 4+echo <= len(data) {
+		if attrs, err := parseAttrs(data[4+echo:]); err == nil {
 			if a, ok := attrs.get(unix.NLMSGERR_ATTR_MSG); ok {
 				e.msg = cString(a)
 			}

@@ -40,21 +40,52 @@ func TestNetlinkMessageRoundTrip(t *testing.T) {
 // The kernel's error answer becomes an error that is the errno and carries
 // the kernel's text; a zero code is an acknowledgement.
 func TestNetlinkAckError(t *testing.T) {
-	require.NoError(t, ackError("op", make([]byte, 4+unix.SizeofNlMsghdr)))
+	require.NoError(t, ackError("op", 0, make([]byte, 4+unix.SizeofNlMsghdr)))
 
-	data := make([]byte, 4+unix.SizeofNlMsghdr)
-	binary.NativeEndian.PutUint32(data, errCode(unix.EEXIST))
-	putHeader(data[4:], nlHeader{length: unix.SizeofNlMsghdr})
+	// The kernel's text follows the echo of the request: its header only
+	// (NLM_F_CAPPED), or the whole request.
 	var ext nlBuilder
 	ext.attrString(unix.NLMSGERR_ATTR_MSG, "Device with the same name exists")
-	err := ackError("create bridge x", append(data, ext.bytes()...))
-	require.ErrorIs(t, err, unix.EEXIST)
-	assert.Equal(t, "podnet: create bridge x: file exists (Device with the same name exists)", err.Error())
+	for _, c := range []struct {
+		name  string
+		flags uint16
+		echo  int // bytes of the request after its header
+	}{{"capped", unix.NLM_F_CAPPED, 0}, {"whole request", 0, 24}} {
+		data := make([]byte, 4+unix.SizeofNlMsghdr+c.echo)
+		binary.NativeEndian.PutUint32(data, errCode(unix.EEXIST))
+		putHeader(data[4:], nlHeader{length: uint32(unix.SizeofNlMsghdr + 40)}) // the request's length, echoed or not
+		if c.echo > 0 {
+			putHeader(data[4:], nlHeader{length: uint32(unix.SizeofNlMsghdr + c.echo)})
+		}
+		err := ackError("create bridge x", c.flags|unix.NLM_F_ACK_TLVS, append(data, ext.bytes()...))
+		require.ErrorIs(t, err, unix.EEXIST, c.name)
+		assert.Equal(t, "podnet: create bridge x: file exists (Device with the same name exists)", err.Error(), c.name)
+	}
 
-	require.Error(t, ackError("op", []byte{1}))
+	require.Error(t, ackError("op", 0, []byte{1}))
 	var nl *nlError
 	require.True(t, errors.As(doneError("dump", binary.NativeEndian.AppendUint32(nil, errCode(unix.EINTR))), &nl))
 	assert.Equal(t, unix.EINTR, nl.errno)
+}
+
+// The kernel's own error text reaches the error (extended acks), and the
+// errno stays testable.
+func TestNetlinkKernelError(t *testing.T) {
+	requireNetAdmin(t)
+	c, err := openNetlink()
+	require.NoError(t, err)
+	defer c.close()
+	err = c.setUp(link{index: 1 << 30, name: "nonexistent"}, 0)
+	require.ErrorIs(t, err, unix.ENODEV)
+	_, err = c.linkByName("pkt-no-such")
+	require.ErrorIs(t, err, unix.ENODEV)
+	var m nlBuilder
+	m.ifInfo(unix.AF_UNSPEC, 0, 0, 0)
+	m.attrString(unix.IFLA_IFNAME, "pkt-kind")
+	m.nested(unix.IFLA_LINKINFO, func() { m.attrString(unix.IFLA_INFO_KIND, "no-such-kind") })
+	_, err = c.do("create link", unix.RTM_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL, m.bytes())
+	require.ErrorIs(t, err, unix.EOPNOTSUPP)
+	require.ErrorContains(t, err, "(Unknown device type)")
 }
 
 // errCode is how the kernel writes errno e into an answer: negated.
@@ -82,7 +113,7 @@ func FuzzParseNetlink(f *testing.F) {
 		}
 		for _, msg := range msgs {
 			_, _ = parseLink(msg)
-			_ = ackError("fuzz", msg.data)
+			_ = ackError("fuzz", msg.header.flags, msg.data)
 			_ = doneError("fuzz", msg.data)
 			_, _ = parseAttrs(msg.data)
 		}
