@@ -101,15 +101,15 @@ func (s *Schedule[K]) Len() int {
 }
 
 // Run calls fire for each key once its time has come, in order of time,
-// until ctx ends; then it returns. A key is forgotten just before fire is
-// called for it, so fire may Set it again (a period later). fire runs on
-// Run's goroutine, without the Schedule's lock, and must not block: it
-// holds back every other key.
-func (s *Schedule[K]) Run(ctx context.Context, fire func(K)) {
+// with the time it was due, until ctx ends; then it returns. A key is
+// forgotten just before fire is called for it, so fire may Set it again
+// (a period later: see Next). fire runs on Run's goroutine, without the
+// Schedule's lock, and must not block: it holds back every other key.
+func (s *Schedule[K]) Run(ctx context.Context, fire func(k K, due time.Time)) {
 	for {
 		now := s.clock.Now()
 		nowOff := s.offset(now)
-		var due []K
+		var due []*item[K]
 		s.mu.Lock()
 		for {
 			it, off, ok := s.heap.Peek()
@@ -118,16 +118,16 @@ func (s *Schedule[K]) Run(ctx context.Context, fire func(K)) {
 			}
 			s.heap.Remove(it)
 			delete(s.items, it.key)
-			due = append(due, it.key)
+			due = append(due, it)
 		}
 		_, nextOff, waiting := s.heap.Peek()
 		s.mu.Unlock()
 		if len(due) > 0 {
-			for _, k := range due {
+			for _, it := range due {
 				if ctx.Err() != nil {
 					return
 				}
-				fire(k)
+				fire(it.key, it.due)
 			}
 			continue // the clock moved on while they fired
 		}
@@ -163,4 +163,19 @@ func (s *Schedule[K]) poke() {
 // does) so that a time centuries away stays in order.
 func (s *Schedule[K]) offset(t time.Time) int64 {
 	return int64(t.Sub(s.epoch))
+}
+
+// Next returns the first time after now of the series due, due+period,
+// due+2*period, ...: the next tick of a ticker that ticked at due, which
+// drops the ticks a late reader missed, as time.Ticker does. A period of
+// zero or less gives now.
+func Next(due, now time.Time, period time.Duration) time.Time {
+	if period <= 0 {
+		return now
+	}
+	next := due.Add(period)
+	if next.After(now) {
+		return next
+	}
+	return now.Add(period - now.Sub(due)%period)
 }

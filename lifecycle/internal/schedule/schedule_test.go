@@ -37,11 +37,12 @@ func (f *fired) take() []string {
 // run starts s.Run in the bubble and returns a stop func that ends it and
 // waits for it.
 func run(s *Schedule[string], fire func(string)) (stop func()) {
+	f := func(k string, _ time.Time) { fire(k) }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Run(ctx, fire)
+		s.Run(ctx, f)
 	}()
 	return func() {
 		cancel()
@@ -157,7 +158,7 @@ func TestRunReturnsWhenCtxEnds(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
-			s.Run(ctx, func(string) {})
+			s.Run(ctx, func(string, time.Time) {})
 			close(done)
 		}()
 		synctest.Wait()
@@ -175,4 +176,41 @@ func TestFarFutureStaysInOrder(t *testing.T) {
 	it, _, ok := s.heap.Peek()
 	require.True(t, ok)
 	assert.Equal(t, "near", it.key)
+}
+
+func TestNext(t *testing.T) {
+	p := 10 * time.Second
+	for _, tc := range []struct {
+		now  time.Duration // after the due time
+		want time.Duration
+	}{
+		{0, 10 * time.Second},
+		{3 * time.Second, 10 * time.Second},
+		{10 * time.Second, 20 * time.Second}, // a tick exactly now is missed: the next one
+		{25 * time.Second, 30 * time.Second},
+		{30 * time.Second, 40 * time.Second},
+	} {
+		assert.Equal(t, t0.Add(tc.want), Next(t0, t0.Add(tc.now), p), "now %v", tc.now)
+	}
+	assert.Equal(t, t0.Add(time.Minute), Next(t0, t0.Add(time.Minute), 0))
+}
+
+func TestFireGetsTheDueTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(t0)
+		s := New[string](clk)
+		got := make(chan time.Time, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.Run(ctx, func(_ string, due time.Time) { got <- due })
+		}()
+		s.Set("a", t0.Add(time.Second))
+		synctest.Wait()
+		clk.Step(5 * time.Second)
+		assert.Equal(t, t0.Add(time.Second), <-got)
+		cancel()
+		<-done
+	})
 }
