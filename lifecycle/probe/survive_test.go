@@ -253,3 +253,27 @@ func TestHugePeriod(t *testing.T) {
 		assert.Equal(t, 1, e.exec.count())
 	})
 }
+
+// A check begun for one run of a container decides nothing for the next:
+// its result comes back after the runtime reported a restart.
+func TestCheckOfAnOldRunIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, Options{})
+		release := make(chan struct{})
+		e.exec.set(func(context.Context, []string) ([]byte, int, error) {
+			<-release
+			return nil, 0, nil // passes, for the run it began with
+		})
+		pod := podWith(func(c *v1.Container) {
+			c.ReadinessProbe = execProbe(10, 1, 1)
+			c.ReadinessProbe.TimeoutSeconds = 100
+		})
+		e.sync(pod, ids, t0)
+		require.Equal(t, 1, e.exec.count())
+		e.sync(pod, map[string]string{"app": "cri://c2"}, t0.Add(time.Second))
+		close(release)
+		waitIdle()
+		assert.False(t, e.m.IsReady(pod, "app", "cri://c2"), "the new run is not ready on the old run's check")
+		assert.Zero(t, e.rec.takeSyncs())
+	})
+}
