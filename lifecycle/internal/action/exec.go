@@ -121,7 +121,7 @@ func Exec(ctx context.Context, calls *Calls, r ExecRunner, containerID string, c
 		out = out[:MaxOutput]
 	}
 	if rep.code != 0 {
-		return Result{Outcome: Failure, Output: string(out)}, finished
+		return Result{Outcome: Failure, Output: string(out), ExitCode: rep.code}, finished
 	}
 	return Result{Outcome: Success, Output: string(out)}, finished
 }

@@ -45,6 +45,9 @@ func TestExecOutcomes(t *testing.T) {
 			calls.Wait()
 			assert.Equal(t, tc.outcome, res.Outcome)
 			assert.Equal(t, tc.output, res.Output)
+			if tc.outcome == Failure {
+				assert.Equal(t, 3, res.ExitCode)
+			}
 			if tc.errText == "" {
 				assert.NoError(t, res.Err)
 			} else {

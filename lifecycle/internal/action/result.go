@@ -40,11 +40,13 @@ func (o Outcome) String() string {
 
 // Result is the result of one action. Output is at most MaxOutput bytes
 // of what the container said (a response body, a command's output) or
-// the failure's message; Err is set exactly when Outcome is Unknown.
+// the failure's message; Err is set exactly when Outcome is Unknown;
+// ExitCode is an exec command's, when it ran to its end.
 type Result struct {
-	Outcome Outcome
-	Output  string
-	Err     error
+	Outcome  Outcome
+	Output   string
+	Err      error
+	ExitCode int
 }
 
 // unknown is a Result for an action that could not run.
