@@ -15,37 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/podkit/podkit/lifecycle/internal/windowtest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-type window struct {
-	mu          sync.Mutex
-	terminating map[types.UID]bool
-	gone        map[types.UID]bool
-}
-
-func newWindow() *window {
-	return &window{terminating: map[types.UID]bool{}, gone: map[types.UID]bool{}}
-}
-
-func (w *window) CouldHaveRunningContainers(uid types.UID) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return !w.gone[uid]
-}
-
-func (w *window) IsPodTerminationRequested(uid types.UID) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.terminating[uid]
-}
-
-func (w *window) set(uid types.UID, terminating, gone bool) {
-	w.mu.Lock()
-	w.terminating[uid], w.gone[uid] = terminating, gone
-	w.mu.Unlock()
-}
 
 type calls struct {
 	mu     sync.Mutex
@@ -110,7 +84,7 @@ func TestCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(t0.Add(tc.now))
-			m, err := New(newWindow(), Options{Clock: clk})
+			m, err := New(windowtest.New(), Options{Clock: clk})
 			require.NoError(t, err)
 			got, err := m.Check(pod(tc.ads), tc.start)
 			require.NoError(t, err)
@@ -122,13 +96,13 @@ func TestCheck(t *testing.T) {
 // env runs a manager on a fake clock in a bubble.
 type env struct {
 	clk *clocktesting.FakeClock
-	win *window
+	win *windowtest.Window
 	c   *calls
 	m   *Manager
 }
 
 func newEnv(t *testing.T) *env {
-	e := &env{clk: clocktesting.NewFakeClock(t0), win: newWindow(), c: &calls{}}
+	e := &env{clk: clocktesting.NewFakeClock(t0), win: windowtest.New(), c: &calls{}}
 	m, err := New(e.win, Options{Clock: e.clk, RequestSync: e.c.requestSync, Recorder: e.c})
 	require.NoError(t, err)
 	e.m = m
@@ -175,7 +149,7 @@ func TestTheTimerAsksForASyncAtTheDeadline(t *testing.T) {
 		assert.True(t, past)
 		assert.Empty(t, e.c.takeEvents(), "the event is recorded once")
 
-		e.win.set(p.UID, true, false) // the pod workers stop it
+		e.win.Terminate(p.UID) // the pod workers stop it
 		past, _ = e.m.Check(p, &start)
 		assert.True(t, past, "the final status keeps the answer")
 		e.step(RetryInterval)
@@ -214,19 +188,19 @@ func TestAPodThatStopsIsNotTimed(t *testing.T) {
 		e := newEnv(t)
 		start := metav1.NewTime(t0)
 		p := pod(i64(30))
-		e.win.set(p.UID, true, false)
+		e.win.Terminate(p.UID)
 		past, _ := e.m.Check(p, &start)
 		assert.False(t, past)
 		assert.Zero(t, e.m.sched.Len(), "no timer for a pod already stopping")
 
-		e.win.set(p.UID, false, false)
+		e.win.Run(p.UID)
 		_, _ = e.m.Check(p, &start)
-		e.win.set(p.UID, false, true) // gone (deleted, or unknown to the workers)
+		e.win.Stop(p.UID) // gone (deleted, or unknown to the workers)
 		e.step(30 * time.Second)
 		assert.Zero(t, e.c.takeSyncs(), "a timer for a pod that cannot run asks for nothing")
 		assert.Zero(t, e.m.sched.Len())
 
-		e.win.set(p.UID, false, false)
+		e.win.Run(p.UID)
 		past, _ = e.m.Check(p, &start)
 		assert.True(t, past)
 		assert.Len(t, e.c.takeEvents(), 1)
@@ -241,7 +215,7 @@ func TestAPodThatStopsIsNotTimed(t *testing.T) {
 func TestPanickingCallbacksAreSurvived(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := clocktesting.NewFakeClock(t0)
-		m, err := New(newWindow(), Options{
+		m, err := New(windowtest.New(), Options{
 			Clock:       clk,
 			RequestSync: func(types.UID) { panic("sync bug") },
 			Recorder:    panicky{},
@@ -273,7 +247,7 @@ func (panicky) Eventf(runtime.Object, string, string, string, ...any) { panic("r
 func TestBadInput(t *testing.T) {
 	_, err := New(nil, Options{})
 	assert.EqualError(t, err, "deadline: New needs a PodTermination (the pod workers), got nil")
-	m, err := New(newWindow(), Options{})
+	m, err := New(windowtest.New(), Options{})
 	require.NoError(t, err)
 	_, err = m.Check(nil, nil)
 	assert.EqualError(t, err, "deadline: Check needs a pod, got nil")

@@ -14,47 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/podkit/podkit/lifecycle/internal/windowtest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// fakeWindow answers the window's questions from a map; every UID it was
-// not told of may run and is not terminating.
-type fakeWindow struct {
-	mu          sync.Mutex
-	stopped     map[types.UID]bool // CouldHaveRunningContainers false
-	terminating map[types.UID]bool // IsPodTerminationRequested true
-}
-
-func newWindow() *fakeWindow {
-	return &fakeWindow{stopped: map[types.UID]bool{}, terminating: map[types.UID]bool{}}
-}
-
-func (w *fakeWindow) CouldHaveRunningContainers(uid types.UID) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return !w.stopped[uid]
-}
-
-func (w *fakeWindow) IsPodTerminationRequested(uid types.UID) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.terminating[uid] || w.stopped[uid]
-}
-
-func (w *fakeWindow) terminate(uid types.UID) {
-	w.mu.Lock()
-	w.terminating[uid] = true
-	w.mu.Unlock()
-}
-
-func (w *fakeWindow) stop(uid types.UID) {
-	w.mu.Lock()
-	w.stopped[uid] = true
-	w.mu.Unlock()
-}
-
-var _ PodTermination = (*fakeWindow)(nil)
+var _ PodTermination = (*windowtest.Window)(nil)
 
 // fakeExec is an ExecRunner whose answer tests set; it counts calls.
 type fakeExec struct {
@@ -137,7 +103,7 @@ func (r *recorder) takeSyncs() int {
 type env struct {
 	t      *testing.T
 	clk    *clocktesting.FakeClock
-	win    *fakeWindow
+	win    *windowtest.Window
 	exec   *fakeExec
 	rec    *recorder
 	m      *Manager
@@ -150,7 +116,7 @@ type env struct {
 // bubble.
 func newEnv(t *testing.T, opts Options) *env {
 	t.Helper()
-	e := &env{t: t, clk: clocktesting.NewFakeClock(t0), win: newWindow(), exec: &fakeExec{}, rec: &recorder{}}
+	e := &env{t: t, clk: clocktesting.NewFakeClock(t0), win: windowtest.New(), exec: &fakeExec{}, rec: &recorder{}}
 	if opts.Exec == nil {
 		opts.Exec = e.exec
 	}

@@ -229,7 +229,7 @@ func TestTerminationStopsLivenessAndStartupButNotReadiness(t *testing.T) {
 		live, readyCalls := e.exec.callsOf("live"), e.exec.callsOf("ready")
 		require.Positive(t, live)
 
-		e.win.terminate(pod.UID)
+		e.win.Terminate(pod.UID)
 		e.exec.exit(1, "shutting down")
 		e.step(10 * time.Second)
 		e.step(10 * time.Second)
@@ -240,7 +240,7 @@ func TestTerminationStopsLivenessAndStartupButNotReadiness(t *testing.T) {
 		st := e.sync(pod, ids, t0)
 		assert.False(t, ready(st, "app"), "a container that stops serving turns not ready")
 
-		e.win.stop(pod.UID)
+		e.win.Stop(pod.UID)
 		e.step(10 * time.Second)
 		calls := e.exec.count()
 		e.step(time.Minute)

@@ -22,6 +22,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/podkit/podkit/lifecycle/event"
+
+	"github.com/podkit/podkit/lifecycle/internal/windowtest"
 )
 
 // netEnv runs a manager against real sockets: no bubble (a listening
@@ -37,7 +39,7 @@ type netEnv struct {
 func newNetEnv(t *testing.T, host string) *netEnv {
 	t.Helper()
 	e := &netEnv{clk: clocktesting.NewFakeClock(t0), syncs: make(chan types.UID, 16), events: make(chan string, 16)}
-	m, err := New(newWindow(), Options{
+	m, err := New(windowtest.New(), Options{
 		Host:        host,
 		Clock:       e.clk,
 		RequestSync: func(uid types.UID) { e.syncs <- uid },

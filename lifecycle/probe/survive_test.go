@@ -12,6 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/lifecycle/internal/windowtest"
 )
 
 // A runner that ignores its ctx is abandoned at the probe's timeout: the
@@ -118,7 +120,7 @@ func TestBadInput(t *testing.T) {
 	_, err := New(nil, Options{})
 	assert.EqualError(t, err, "probe: New needs a PodTermination (the pod workers), got nil")
 
-	m, err := New(newWindow(), Options{})
+	m, err := New(windowtest.New(), Options{})
 	require.NoError(t, err)
 	assert.EqualError(t, m.UpdatePodStatus(nil, &v1.PodStatus{}), "probe: UpdatePodStatus needs a pod, got nil")
 	pod := podWith(nil)
@@ -229,7 +231,7 @@ func TestInvalidProbeNeverPasses(t *testing.T) {
 }
 
 func TestExecProbeWithoutARunner(t *testing.T) {
-	m, err := New(newWindow(), Options{})
+	m, err := New(windowtest.New(), Options{})
 	require.NoError(t, err)
 	pod := podWith(func(c *v1.Container) { c.ReadinessProbe = execProbe(10, 1, 3) })
 	st := runningStatus(pod, ids, t0)
