@@ -42,7 +42,12 @@ const maxDeadline = int64(podworker.MaxDelay / time.Second)
 // timed. *podworker.PodWorkers implements it; the methods must be safe
 // for concurrent use and must not block.
 type PodTermination interface {
+	// CouldHaveRunningContainers: false once the pod's containers are
+	// known stopped, or for a pod the engine does not know once it has
+	// synced. Such a pod is not timed.
 	CouldHaveRunningContainers(uid types.UID) bool
+	// IsPodTerminationRequested: true once the pod is to stop. Its timer
+	// then ends (the final status still gets Check's answer).
 	IsPodTerminationRequested(uid types.UID) bool
 }
 
