@@ -65,9 +65,9 @@
 // container's next run. A check that cannot be made at all (an exec runner
 // error, an unknown port name) is tried three times and then decides
 // nothing (an Unhealthy "errored" event). Once the pod's termination is
-// requested, liveness and startup probes stop (liveness then holds
-// success); readiness goes on until the window says the pod cannot have
-// running containers, when every probe of the pod is dropped.
+// requested, every probe of the pod stops (liveness then holds success)
+// and its containers are reported not ready; once the window says the pod
+// cannot have running containers, its probes are dropped.
 //
 // httpGet: the scheme (HTTP by default, HTTPS without certificate
 // verification), path, port (by number or by the container's port name),
@@ -100,6 +100,10 @@
 //
 // # Where it differs from the kubelet
 //
+//   - Readiness is false, and readiness probes stop, as soon as the pod's
+//     termination is requested (the kubelet goes on probing readiness of
+//     a terminating pod, which EndpointSlices then report as serving):
+//     a pod on its way out is taken out of its Services at once.
 //   - Goroutines follow checks, not probes (the kubelet keeps a goroutine
 //     and a ticker per probe).
 //   - A deleted or terminating pod's startup probe stops keeping its last

@@ -150,7 +150,7 @@ func (m *Manager) fire(ctx context.Context, k key, due time.Time) {
 		m.removePodLocked(k.uid)
 		m.mu.Unlock()
 		return
-	case terminating && w.typ != Readiness:
+	case terminating:
 		w.stop()
 		m.mu.Unlock()
 		return

@@ -215,7 +215,7 @@ func TestFirstProbeJitterWhileTheManagerIsYoung(t *testing.T) {
 	})
 }
 
-func TestTerminationStopsLivenessAndStartupButNotReadiness(t *testing.T) {
+func TestTerminationStopsEveryProbeAndReadiness(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, Options{})
 		pod := podWith(func(c *v1.Container) {
@@ -228,6 +228,8 @@ func TestTerminationStopsLivenessAndStartupButNotReadiness(t *testing.T) {
 		e.step(10 * time.Second)
 		live, readyCalls := e.exec.callsOf("live"), e.exec.callsOf("ready")
 		require.Positive(t, live)
+		st := e.sync(pod, ids, t0)
+		require.True(t, ready(st, "app"), "ready before termination")
 
 		e.win.Terminate(pod.UID)
 		e.exec.exit(1, "shutting down")
@@ -236,9 +238,11 @@ func TestTerminationStopsLivenessAndStartupButNotReadiness(t *testing.T) {
 		assert.Equal(t, live, e.exec.callsOf("live"), "liveness stops once termination is requested")
 		_, restart := e.m.ShouldRestart(pod, "app", "cri://c1")
 		assert.False(t, restart, "no restart of a terminating pod's container")
-		assert.Equal(t, readyCalls+2, e.exec.callsOf("ready"), "readiness goes on while the containers stop")
-		st := e.sync(pod, ids, t0)
-		assert.False(t, ready(st, "app"), "a container that stops serving turns not ready")
+		assert.Equal(t, readyCalls, e.exec.callsOf("ready"), "readiness stops once termination is requested")
+		e.exec.exit(0, "")
+		st = e.sync(pod, ids, t0)
+		assert.False(t, ready(st, "app"), "a terminating pod is not ready, whatever its probe said last")
+		assert.Contains(t, st.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [app]"})
 
 		e.win.Stop(pod.UID)
 		e.step(10 * time.Second)

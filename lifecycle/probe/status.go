@@ -91,6 +91,16 @@ func (m *Manager) UpdatePodStatus(pod *v1.Pod, status *v1.PodStatus) error {
 		m.fillLocked(uid, p, pod, &status.ContainerStatuses[i], now)
 	}
 	m.mu.Unlock()
+	if terminating {
+		// A pod being stopped is not ready, whatever its readiness
+		// probes last said: it is on its way out of its Services.
+		for i := range status.InitContainerStatuses {
+			status.InitContainerStatuses[i].Ready = false
+		}
+		for i := range status.ContainerStatuses {
+			status.ContainerStatuses[i].Ready = false
+		}
+	}
 
 	cr := podstatus.ContainersReadyCondition(&pod.Spec, status.Phase, status.InitContainerStatuses, status.ContainerStatuses)
 	podstatus.SetCondition(status, cr)
@@ -100,7 +110,7 @@ func (m *Manager) UpdatePodStatus(pod *v1.Pod, status *v1.PodStatus) error {
 
 // syncWorkersLocked makes the workers of p.pod's probes that do not exist
 // yet, drops those of probes the spec no longer has, and stops liveness
-// and startup probes of a terminating pod. It returns the errors of the
+// probes of a terminating pod. It returns the errors of the
 // probes that cannot run.
 func (m *Manager) syncWorkersLocked(uid types.UID, p *podProbes, terminating bool, now time.Time) []error {
 	var errs []error
@@ -121,14 +131,14 @@ func (m *Manager) syncWorkersLocked(uid types.UID, p *podProbes, terminating boo
 				}
 				w = newWorker(c, t, pr, s, err)
 				p.workers[wk] = w
-				if err == nil && !(terminating && t != Readiness) {
+				if err == nil && !terminating {
 					m.sched.Set(key{uid, wk}, now.Add(m.firstDelay(s.period, now)))
 				}
 			}
 			if w.invalid != nil {
 				errs = append(errs, w.invalid)
 			}
-			if terminating && t != Readiness && !w.stopped {
+			if terminating && !w.stopped {
 				w.stop()
 				m.sched.Remove(key{uid, wk})
 			}

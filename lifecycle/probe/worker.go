@@ -52,8 +52,7 @@ type worker struct {
 	// onHold: a decision was made that only a new instance can change
 	// (liveness failed; startup succeeded or failed): no more checks.
 	onHold bool
-	// stopped: the pod is terminating and this liveness or startup probe
-	// runs no more (readiness never stops this way).
+	// stopped: the pod is terminating and this probe runs no more.
 	stopped bool
 
 	// checking: a check of this worker is in flight (its goroutine will
@@ -153,7 +152,7 @@ func (w *worker) record(outcome result) (changed bool) {
 	return changed
 }
 
-// stop ends a liveness or startup probe for a terminating pod. A liveness
+// stop ends a probe of a terminating pod. A liveness
 // probe then holds success, so no restart comes of it.
 func (w *worker) stop() {
 	w.stopped = true
