@@ -84,6 +84,9 @@ func startBench(tb testing.TB, opts podworker.Options[struct{}]) *benchEngine {
 			e.synced.add()
 			return false, nil
 		},
+		SyncTerminatingPodFunc: func(context.Context, *v1.Pod, struct{}, int64, func(*v1.PodStatus)) error {
+			return nil // SyncPod starts nothing: nothing to stop
+		},
 		SyncTerminatedPodFunc: func(context.Context, *v1.Pod, struct{}) error {
 			e.terminated.add()
 			return nil

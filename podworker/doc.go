@@ -10,7 +10,11 @@
 //
 // An agent implements PodSyncer[T] (T is whatever runtime status its hooks
 // work from; struct{} if they fetch it themselves), optionally
-// RuntimePodSyncer and a StatusSource[T], and then:
+// RuntimePodSyncer and a StatusSource[T] — or builds the syncer from
+// functions with PodSyncerFuncs, and adds to another syncer's hooks with
+// Decorate, which keeps what the other syncer can do. A hook a syncer
+// cannot run returns an error wrapping ErrNotImplemented, which the engine
+// retries like any failure and never takes for success. Then it:
 //
 //  1. Creates the engine with New(syncer, Options[T]{...}).
 //  2. Runs it: go w.Run(ctx). Run returns once ctx ends and every hook has

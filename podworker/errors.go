@@ -14,6 +14,17 @@ var (
 	// for input they reject. The message says what was wrong; nothing was
 	// recorded for the pod.
 	ErrInvalidUpdate = errors.New("podworker: invalid update")
+	// ErrNotImplemented is wrapped by the error of a hook that the syncer
+	// cannot run at all: a PodSyncerFuncs func that is nil where doing
+	// nothing would report work not done, a Decorate of a syncer that
+	// lacks the hook, and the engine's own call of
+	// SyncTerminatingRuntimePod on a syncer without RuntimePodSyncer. The
+	// engine treats it as any hook error: the hook is retried with
+	// backoff, logged, and shown in PodInfo.LastSyncError; the pod does
+	// not move on (a runtime pod's containers are not reported stopped).
+	// A syncer of its own may return it the same way (test with
+	// errors.Is).
+	ErrNotImplemented = errors.New("podworker: not implemented")
 )
 
 // RetryAfter wraps err so that the engine retries the failed hook after d

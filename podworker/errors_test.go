@@ -175,28 +175,50 @@ func TestRetryAfterNilIsNil(t *testing.T) {
 }
 
 // Without RuntimePodSyncer, a runtime-only kill fails with an error that
-// says so, and is retried (the pod may still have containers).
+// says so, and is retried (the pod may still have containers). A syncer
+// whose runtime hook says it is not implemented (ErrNotImplemented) takes
+// the same path: a PodSyncerFuncs without the func, a Decorate of a syncer
+// without the hook.
 func TestRuntimeKillWithoutRuntimePodSyncer(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		var logs logSink
-		f := podworkertest.NewFakeSyncer[struct{}]()
-		// Hide SyncTerminatingRuntimePod behind the plain interface.
-		syncer := struct{ podworker.PodSyncer[struct{}] }{f}
-		w, err := podworker.New[struct{}](syncer, podworker.Options[struct{}]{Logger: logs.logger(), BackOff: time.Second})
-		require.NoError(t, err)
-		podworkertest.Start(t, w)
-		ch := make(chan struct{})
-		require.NoError(t, w.UpdatePod(context.Background(), podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, RunningPod: &podworker.RuntimePod{UID: "rt", Namespace: "ns", Name: "rt"}, KillPodOptions: &podworker.KillPodOptions{CompletedCh: ch}}))
-		time.Sleep(10 * time.Second)
-		assert.NotEmpty(t, logs.find("RuntimePodSyncer"), "the error names what is missing")
-		assert.GreaterOrEqual(t, len(logs.all("RuntimePodSyncer")), 3, "and it is retried")
-		info, ok := w.Pod("rt")
-		require.True(t, ok)
-		assert.Equal(t, podworker.StageTerminating, info.Stage)
-		assert.True(t, w.CouldHaveRunningContainers("rt"))
-		requireOpen(t, ch)
-		assert.Empty(t, f.Calls())
-	})
+	for _, tc := range []struct {
+		name   string
+		syncer func(f *podworkertest.FakeSyncer[struct{}]) podworker.PodSyncer[struct{}]
+	}{
+		{"no RuntimePodSyncer", func(f *podworkertest.FakeSyncer[struct{}]) podworker.PodSyncer[struct{}] {
+			// Hide SyncTerminatingRuntimePod behind the plain interface.
+			return struct{ podworker.PodSyncer[struct{}] }{f}
+		}},
+		{"PodSyncerFuncs without the func", func(f *podworkertest.FakeSyncer[struct{}]) podworker.PodSyncer[struct{}] {
+			return podworker.PodSyncerFuncs[struct{}]{SyncPodFunc: f.SyncPod, SyncTerminatingPodFunc: f.SyncTerminatingPod, SyncTerminatedPodFunc: f.SyncTerminatedPod}
+		}},
+		{"a decorator of a syncer without the hook", func(f *podworkertest.FakeSyncer[struct{}]) podworker.PodSyncer[struct{}] {
+			return podworker.Decorate[struct{}](struct{ podworker.PodSyncer[struct{}] }{f}, podworker.PodSyncerFuncs[struct{}]{})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				var logs logSink
+				f := podworkertest.NewFakeSyncer[struct{}]()
+				w, err := podworker.New(tc.syncer(f), podworker.Options[struct{}]{Logger: logs.logger(), BackOff: time.Second})
+				require.NoError(t, err)
+				podworkertest.Start(t, w)
+				ch := make(chan struct{})
+				require.NoError(t, w.UpdatePod(context.Background(), podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, RunningPod: &podworker.RuntimePod{UID: "rt", Namespace: "ns", Name: "rt"}, KillPodOptions: &podworker.KillPodOptions{CompletedCh: ch}}))
+				time.Sleep(10 * time.Second)
+				assert.NotEmpty(t, logs.find("RuntimePodSyncer"), "the error names what is missing")
+				assert.GreaterOrEqual(t, len(logs.all("RuntimePodSyncer")), 3, "and it is retried")
+				info, ok := w.Pod("rt")
+				require.True(t, ok)
+				assert.Equal(t, podworker.StageTerminating, info.Stage)
+				assert.ErrorIs(t, info.LastSyncError, podworker.ErrNotImplemented)
+				assert.GreaterOrEqual(t, info.ConsecutiveFailures, 3)
+				assert.False(t, info.NextSyncTime.IsZero(), "a retry is scheduled")
+				assert.True(t, w.CouldHaveRunningContainers("rt"))
+				requireOpen(t, ch)
+				assert.Empty(t, f.Calls())
+			})
+		})
+	}
 }
 
 // recordingStatus is a StatusSource that records what it is asked and can

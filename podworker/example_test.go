@@ -138,6 +138,8 @@ func ExamplePodWorkers_KillPod_beforeCreate() {
 			synced <- struct{}{}
 			return false, nil
 		},
+		// Nothing to stop: this SyncPod starts nothing.
+		SyncTerminatingPodFunc: func(context.Context, *v1.Pod, struct{}, int64, func(*v1.PodStatus)) error { return nil },
 	}
 	w, _ := podworker.New[struct{}](syncer, podworker.Options[struct{}]{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -166,4 +168,46 @@ func ExamplePodWorkers_KillPod_beforeCreate() {
 	// after the create: finished restart requested: true
 	// SyncPod create web
 	// after starting over: syncing
+}
+
+// A decorator adds to another syncer's hooks: here it logs around SyncPod,
+// and leaves the other hooks to the inner syncer. The inner syncer cannot
+// stop pods known only from the runtime, and neither can the decorator:
+// the engine would fail and retry such a kill.
+func ExampleDecorate() {
+	inner := podworker.PodSyncerFuncs[struct{}]{
+		SyncPodFunc: func(_ context.Context, _ podworker.UpdateType, pod, _ *v1.Pod, _ struct{}) (bool, error) {
+			fmt.Println("start", pod.Name)
+			return false, nil
+		},
+		SyncTerminatingPodFunc: func(_ context.Context, pod *v1.Pod, _ struct{}, grace int64, _ func(*v1.PodStatus)) error {
+			fmt.Printf("stop %s within %ds\n", pod.Name, grace)
+			return nil
+		},
+	}
+	logged := podworker.Decorate[struct{}](inner, podworker.PodSyncerFuncs[struct{}]{
+		SyncPodFunc: func(ctx context.Context, ut podworker.UpdateType, pod, mirror *v1.Pod, st struct{}) (bool, error) {
+			fmt.Println("SyncPod", ut, "begins")
+			terminal, err := inner.SyncPod(ctx, ut, pod, mirror, st)
+			fmt.Println("SyncPod", ut, "returns", terminal, err)
+			return terminal, err
+		},
+	})
+
+	ctx := context.Background()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "uid-1", Namespace: "default", Name: "web"}}
+	if _, err := logged.SyncPod(ctx, podworker.SyncPodCreate, pod, nil, struct{}{}); err != nil {
+		fmt.Println(err)
+	}
+	if err := logged.SyncTerminatingPod(ctx, pod, struct{}{}, 30, nil); err != nil {
+		fmt.Println(err)
+	}
+	err := logged.SyncTerminatingRuntimePod(ctx, podworker.RuntimePod{UID: "uid-2", Namespace: "default", Name: "orphan"})
+	fmt.Println("orphan stopped:", err == nil, "not implemented:", errors.Is(err, podworker.ErrNotImplemented))
+	// Output:
+	// SyncPod create begins
+	// start web
+	// SyncPod create returns false <nil>
+	// stop web within 30s
+	// orphan stopped: false not implemented: true
 }

@@ -39,7 +39,6 @@ const (
 // after the lock is released.
 type PodWorkers[T any] struct {
 	syncer  PodSyncer[T]
-	runtime RuntimePodSyncer
 	status  StatusSource[T]
 	stopped StoppedChecker[T]
 	clock   clock.WithTicker
@@ -89,7 +88,6 @@ func New[T any](syncer PodSyncer[T], opts Options[T]) (*PodWorkers[T], error) {
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
-	w.runtime, _ = syncer.(RuntimePodSyncer)
 	if opts.Status != nil {
 		w.stopped, _ = opts.Status.(StoppedChecker[T])
 	}

@@ -45,31 +45,6 @@ func (t UpdateType) String() string {
 
 func (t UpdateType) valid() bool { return t >= SyncPodSync && t <= SyncPodKill }
 
-// Hook names one hook of a PodSyncer or RuntimePodSyncer. The engine's
-// logs, its metrics and podworkertest's recordings name hooks with it.
-type Hook int
-
-const (
-	// HookSyncPod is PodSyncer.SyncPod.
-	HookSyncPod Hook = iota + 1
-	// HookSyncTerminatingPod is PodSyncer.SyncTerminatingPod.
-	HookSyncTerminatingPod
-	// HookSyncTerminatedPod is PodSyncer.SyncTerminatedPod.
-	HookSyncTerminatedPod
-	// HookSyncTerminatingRuntimePod is RuntimePodSyncer.SyncTerminatingRuntimePod.
-	HookSyncTerminatingRuntimePod
-)
-
-var hookNames = [...]string{"", "SyncPod", "SyncTerminatingPod", "SyncTerminatedPod", "SyncTerminatingRuntimePod"}
-
-// String returns the hook's method name, e.g. "SyncTerminatingPod".
-func (h Hook) String() string {
-	if h > 0 && int(h) < len(hookNames) {
-		return hookNames[h]
-	}
-	return fmt.Sprintf("Hook(%d)", int(h))
-}
-
 // Stage is the position of a pod worker in its lifecycle: the one concept
 // of where a pod stands (there is no coarser "state"). Stages only ever
 // move forward for one UID; a UID whose worker was removed is StageAbsent
@@ -177,103 +152,6 @@ type UpdatePodOptions struct {
 	// KillPodOptions are the options of a kill (see KillPodOptions).
 	KillPodOptions *KillPodOptions
 }
-
-// PodSyncer is what an agent implements: the three phases of a pod's life.
-//
-// The engine calls the hooks of one UID one at a time, never overlapping, and
-// in the order SyncPod*, SyncTerminatingPod+, SyncTerminatedPod+ (a failed
-// hook is retried; SyncPod may be skipped entirely for a pod that is
-// terminated before it starts). Hooks of different UIDs run concurrently. A
-// hook must honour ctx: it is cancelled when the pod's termination starts
-// or its grace period shortens (the hook is then called again with the new
-// situation) and when Run shuts down. Do not keep ctx past the hook's
-// return. A hook that panics is treated as one that failed.
-//
-// The engine calls SyncPod when the desired pod changes, on a retry, and
-// every Options.ResyncInterval. When the runtime changes on its own — a
-// container exited, a sandbox died, a probe flipped — the syncer (or
-// whatever watches the runtime) reports it with PodWorkers.Resync(uid): the
-// pod's current hook then runs again soon with the newest desired state,
-// coalesced with anything already pending. There is no need to keep the
-// pod around to send it again with UpdatePod.
-type PodSyncer[T any] interface {
-	// SyncPod makes the pod's running state match pod. It returns terminal
-	// true (with a nil error) when the pod has finished on its own (all
-	// containers exited under a restart policy that does not restart
-	// them); the engine then terminates it. An error means "retry": the
-	// engine backs off and calls SyncPod again with the newest pod.
-	SyncPod(ctx context.Context, updateType UpdateType, pod, mirrorPod *v1.Pod, status T) (terminal bool, err error)
-	// SyncTerminatingPod stops every container of the pod, allowing each
-	// gracePeriod seconds to exit: always in [1, MaxGracePeriodSeconds], so
-	// time.Duration(gracePeriod)*time.Second does not overflow. It must return nil only
-	// when no container of the pod runs; on error it is retried. When ctx
-	// is cancelled because the grace period shortened, return promptly: the
-	// engine calls it again with the shorter grace. podStatusFn, when not
-	// nil, should be applied to the pod's final status.
-	SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status T, gracePeriod int64, podStatusFn func(*v1.PodStatus)) error
-	// SyncTerminatedPod releases what the pod still holds (volumes, cgroups,
-	// directories). It runs only after SyncTerminatingPod succeeded and is
-	// retried until it returns nil; the worker is then finished.
-	SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status T) error
-}
-
-// RuntimePodSyncer is an optional interface of a PodSyncer. A syncer that
-// implements it can stop pods found only in the runtime (killed with a
-// RunningPod update, as housekeeping does for orphans). Without it such
-// kills fail with an error and are retried with backoff.
-type RuntimePodSyncer interface {
-	// SyncTerminatingRuntimePod stops every container of the runtime pod,
-	// with a grace period of 1 second. It must return nil only when none
-	// runs. Called from a worker goroutine, never concurrently for one UID.
-	SyncTerminatingRuntimePod(ctx context.Context, pod RuntimePod) error
-}
-
-// PodSyncerFuncs adapts functions to PodSyncer and RuntimePodSyncer. A nil
-// field is a hook that does nothing and succeeds (for SyncPod: reports the
-// pod not terminal).
-type PodSyncerFuncs[T any] struct {
-	SyncPodFunc                   func(ctx context.Context, updateType UpdateType, pod, mirrorPod *v1.Pod, status T) (bool, error)
-	SyncTerminatingPodFunc        func(ctx context.Context, pod *v1.Pod, status T, gracePeriod int64, podStatusFn func(*v1.PodStatus)) error
-	SyncTerminatedPodFunc         func(ctx context.Context, pod *v1.Pod, status T) error
-	SyncTerminatingRuntimePodFunc func(ctx context.Context, pod RuntimePod) error
-}
-
-// SyncPod calls f.SyncPodFunc when set.
-func (f PodSyncerFuncs[T]) SyncPod(ctx context.Context, updateType UpdateType, pod, mirrorPod *v1.Pod, status T) (bool, error) {
-	if f.SyncPodFunc == nil {
-		return false, nil
-	}
-	return f.SyncPodFunc(ctx, updateType, pod, mirrorPod, status)
-}
-
-// SyncTerminatingPod calls f.SyncTerminatingPodFunc when set.
-func (f PodSyncerFuncs[T]) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status T, gracePeriod int64, podStatusFn func(*v1.PodStatus)) error {
-	if f.SyncTerminatingPodFunc == nil {
-		return nil
-	}
-	return f.SyncTerminatingPodFunc(ctx, pod, status, gracePeriod, podStatusFn)
-}
-
-// SyncTerminatedPod calls f.SyncTerminatedPodFunc when set.
-func (f PodSyncerFuncs[T]) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status T) error {
-	if f.SyncTerminatedPodFunc == nil {
-		return nil
-	}
-	return f.SyncTerminatedPodFunc(ctx, pod, status)
-}
-
-// SyncTerminatingRuntimePod calls f.SyncTerminatingRuntimePodFunc when set.
-func (f PodSyncerFuncs[T]) SyncTerminatingRuntimePod(ctx context.Context, pod RuntimePod) error {
-	if f.SyncTerminatingRuntimePodFunc == nil {
-		return nil
-	}
-	return f.SyncTerminatingRuntimePodFunc(ctx, pod)
-}
-
-var (
-	_ PodSyncer[struct{}] = PodSyncerFuncs[struct{}]{}
-	_ RuntimePodSyncer    = PodSyncerFuncs[struct{}]{}
-)
 
 // StatusSource gives the hooks the pod's runtime status. It is optional:
 // without one the hooks get the zero T.

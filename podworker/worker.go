@@ -183,10 +183,13 @@ func (w *PodWorkers[T]) call(c *hookCall) (terminal bool, err error) {
 		}
 	}()
 	if c.hook == HookSyncTerminatingRuntimePod {
-		if w.runtime == nil {
-			return false, fmt.Errorf("podworker: pod %s (%s) is known only from the runtime and the PodSyncer does not implement RuntimePodSyncer", c.fullName(), c.rec.uid)
+		// One path for a syncer without RuntimePodSyncer and a hook that
+		// says it is not implemented: an error, retried like any other.
+		err = SyncTerminatingRuntimePod(c.ctx, w.syncer, c.runningPod)
+		if errors.Is(err, ErrNotImplemented) {
+			err = fmt.Errorf("podworker: pod %s (%s) is known only from the runtime, and the PodSyncer cannot stop it (RuntimePodSyncer): %w", c.fullName(), c.rec.uid, err)
 		}
-		return false, w.runtime.SyncTerminatingRuntimePod(c.ctx, c.runningPod)
+		return false, err
 	}
 	var status T
 	if w.status != nil {

@@ -80,13 +80,13 @@ func TestMetricsSyncer(t *testing.T) {
 		SyncTerminatedPodFunc: func(context.Context, *v1.Pod, struct{}) error { return errors.New("busy") },
 	}
 	s := nodemetrics.WrapSyncer[struct{}](inner, m, func(context.Context, *v1.Pod) bool { return running })
-	_, isRuntime := s.(podworker.RuntimePodSyncer)
-	assert.True(t, isRuntime, "PodSyncerFuncs is a RuntimePodSyncer, so the wrapper is one")
-
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u", Annotations: map[string]string{
 		mirror.ConfigFirstSeenAnnotationKey: clock.Now().Add(-time.Second).Format(time.RFC3339Nano),
 	}}}
 	ctx := context.Background()
+	// inner has no runtime hook (PodSyncerFuncs without the func): the
+	// wrapper's says so too, and times no kill for it.
+	require.ErrorIs(t, podworker.SyncTerminatingRuntimePod(ctx, s, podworker.RuntimePod{UID: "orphan"}), podworker.ErrNotImplemented)
 	_, err = s.SyncPod(ctx, podworker.SyncPodCreate, pod, nil, struct{}{})
 	require.NoError(t, err)
 	running = true
@@ -149,4 +149,37 @@ kubelet_pod_start_duration_seconds_count 1
 	assert.InDelta(t, 0.2, sums["create"], 1e-9)
 	assert.InDelta(t, 0.4, sums["sync"], 1e-9)
 	assert.InDelta(t, 3, sums["kill"], 1e-9)
+}
+
+// TestMetricsSyncerKeepsTheRuntimeHook: the wrapper stops runtime pods with
+// the wrapped syncer's hook and times each stop as a kill.
+func TestMetricsSyncerKeepsTheRuntimeHook(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	m, err := nodemetrics.New(nodemetrics.Options{NodeName: "n", Clock: clock})
+	require.NoError(t, err)
+	var killed int
+	inner := podworker.PodSyncerFuncs[struct{}]{SyncTerminatingRuntimePodFunc: func(context.Context, podworker.RuntimePod) error {
+		killed++
+		clock.Step(time.Second)
+		return nil
+	}}
+	s := nodemetrics.WrapSyncer[struct{}](inner, m, func(context.Context, *v1.Pod) bool { return false })
+	require.NoError(t, podworker.SyncTerminatingRuntimePod(context.Background(), s, podworker.RuntimePod{UID: "orphan"}))
+	assert.Equal(t, 1, killed)
+	fams, err := m.Registry().Gather()
+	require.NoError(t, err)
+	var kills uint64
+	var sum float64
+	for _, f := range fams {
+		if f.GetName() != "kubelet_pod_worker_duration_seconds" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			if mt.GetLabel()[0].GetValue() == "kill" {
+				kills, sum = mt.GetHistogram().GetSampleCount(), mt.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	assert.Equal(t, uint64(1), kills)
+	assert.InDelta(t, 1, sum, 1e-9)
 }

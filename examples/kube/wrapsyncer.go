@@ -7,7 +7,6 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/podkit/podkit/examples/kube/internal/syncerwrap"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -54,7 +53,9 @@ func (w *StatusWriter) WriteTerminated(ctx context.Context, pod *v1.Pod) error {
 //     (WriteTerminated); if that fails, the hook fails and is retried, so
 //     cleanup waits for the API server to know the pod's end.
 //
-// If s implements podworker.RuntimePodSyncer, so does the result.
+// The result is a podworker.Decorate of s: it stops runtime pods with s's
+// own SyncTerminatingRuntimePod when s has one, and fails those kills with
+// podworker.ErrNotImplemented, as s would, when it has none.
 //
 // The status is derived on the hook's goroutine, so it is the status the
 // hook left, before the next hook of the same pod can run. It uses the
@@ -76,7 +77,7 @@ func WrapSyncer[T any](s podworker.PodSyncer[T], w *StatusWriter, status PodStat
 		}
 		w.SetPodStatus(pod, st)
 	}
-	funcs := podworker.PodSyncerFuncs[T]{
+	return podworker.Decorate(s, podworker.PodSyncerFuncs[T]{
 		SyncPodFunc: func(ctx context.Context, updateType podworker.UpdateType, pod, mirrorPod *v1.Pod, st T) (bool, error) {
 			terminal, err := s.SyncPod(ctx, updateType, pod, mirrorPod, st)
 			record(ctx, pod, nil)
@@ -96,6 +97,5 @@ func WrapSyncer[T any](s podworker.PodSyncer[T], w *StatusWriter, status PodStat
 			}
 			return s.SyncTerminatedPod(ctx, pod, st)
 		},
-	}
-	return syncerwrap.As(s, funcs)
+	})
 }

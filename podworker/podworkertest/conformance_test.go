@@ -252,6 +252,7 @@ type recorder struct {
 	testing.TB
 	mu       sync.Mutex
 	failures []string
+	skipped  bool
 }
 
 func (r *recorder) fail(msg string) {
@@ -273,7 +274,14 @@ func (r *recorder) Failed() bool {
 	defer r.mu.Unlock()
 	return len(r.failures) > 0
 }
-func (r *recorder) Skip(args ...any) { runtime.Goexit() }
+func (r *recorder) Skip(args ...any)     { r.skip() }
+func (r *recorder) Skipf(string, ...any) { r.skip() }
+func (r *recorder) skip() {
+	r.mu.Lock()
+	r.skipped = true
+	r.mu.Unlock()
+	runtime.Goexit()
+}
 
 func (r *recorder) text() string {
 	r.mu.Lock()
@@ -317,6 +325,41 @@ func TestRunConformanceCatchesBrokenRuntimes(t *testing.T) {
 			<-done
 			if !strings.Contains(rec.text(), tc.want) {
 				t.Fatalf("check %s on a runtime with %+v: want a failure containing %q, got %q", tc.check, tc.flaws, tc.want, rec.text())
+			}
+		})
+	}
+}
+
+// A syncer that cannot stop runtime pods, whether it lacks the method or
+// its hook says it is not implemented (a decorator of a syncer without
+// it), has that check skipped, not failed.
+func TestRunConformanceSkipsAMissingRuntimeHook(t *testing.T) {
+	var check func(*conformance[struct{}])
+	for _, c := range conformanceChecks[struct{}]() {
+		if c.name == "SyncTerminatingRuntimePod" {
+			check = c.run
+		}
+	}
+	for name, wrap := range map[string]func(podworker.PodSyncer[struct{}]) podworker.PodSyncer[struct{}]{
+		"without the method": func(s podworker.PodSyncer[struct{}]) podworker.PodSyncer[struct{}] {
+			return struct{ podworker.PodSyncer[struct{}] }{s}
+		},
+		"a decorator of a syncer without it": func(s podworker.PodSyncer[struct{}]) podworker.PodSyncer[struct{}] {
+			return podworker.Decorate[struct{}](struct{ podworker.PodSyncer[struct{}] }{s}, podworker.PodSyncerFuncs[struct{}]{})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := &recorder{TB: t}
+			target := simTarget(simFlaws{})
+			target.Syncer = wrap(target.Syncer)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				runCheck[struct{}](rec, target, check)
+			}()
+			<-done
+			if !rec.skipped || rec.text() != "" {
+				t.Fatalf("skipped %v, failures %q; want skipped and no failure", rec.skipped, rec.text())
 			}
 		})
 	}

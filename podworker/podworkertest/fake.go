@@ -3,6 +3,7 @@ package podworkertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -61,7 +62,8 @@ type FakeSyncer[T any] struct {
 	// returned instead of calling the Delegate, so a test can inject a
 	// failure into a real syncer. SyncTerminatingRuntimePod goes to the
 	// Delegate's podworker.RuntimePodSyncer, and fails with
-	// ErrNoRuntimePodSyncer when it has none. Set it before the engine
+	// ErrNoRuntimePodSyncer when it has none or its hook is not
+	// implemented (podworker.ErrNotImplemented). Set it before the engine
 	// runs. Defaults to none: unscripted calls succeed.
 	Delegate podworker.PodSyncer[T]
 
@@ -103,10 +105,12 @@ func NewSpySyncer[T any](real podworker.PodSyncer[T]) *FakeSyncer[T] {
 }
 
 // ErrNoRuntimePodSyncer is returned by a spy's SyncTerminatingRuntimePod
-// when its Delegate does not implement podworker.RuntimePodSyncer; the
-// engine retries it with backoff, as it does for a syncer without that
-// interface.
-var ErrNoRuntimePodSyncer = errors.New("podworkertest: the delegate does not implement podworker.RuntimePodSyncer")
+// when its Delegate cannot stop runtime pods: it does not implement
+// podworker.RuntimePodSyncer, or its hook returns an error wrapping
+// podworker.ErrNotImplemented (which the spy returns wrapped in this one).
+// It wraps podworker.ErrNotImplemented, so the engine retries the kill with
+// backoff, as it does for a syncer without that interface.
+var ErrNoRuntimePodSyncer = fmt.Errorf("podworkertest: the delegate cannot stop runtime pods: %w", podworker.ErrNotImplemented)
 
 // Next queues results for the next calls of hook for uid, one result per
 // call, in order. Queued results are used before an Always result. uid may
@@ -192,11 +196,11 @@ func (f *FakeSyncer[T]) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, stat
 // SyncTerminatingRuntimePod implements podworker.RuntimePodSyncer.
 func (f *FakeSyncer[T]) SyncTerminatingRuntimePod(ctx context.Context, pod podworker.RuntimePod) error {
 	return f.do(ctx, &Call[T]{Hook: podworker.HookSyncTerminatingRuntimePod, UID: pod.UID, RuntimePod: pod}, func(d podworker.PodSyncer[T]) (bool, error) {
-		rs, ok := d.(podworker.RuntimePodSyncer)
-		if !ok {
-			return false, ErrNoRuntimePodSyncer
+		err := podworker.SyncTerminatingRuntimePod(ctx, d, pod)
+		if errors.Is(err, podworker.ErrNotImplemented) {
+			err = fmt.Errorf("%w: %w", ErrNoRuntimePodSyncer, err)
 		}
-		return false, rs.SyncTerminatingRuntimePod(ctx, pod)
+		return false, err
 	}).Err
 }
 

@@ -117,7 +117,16 @@ func TestSpySyncerRuntimePodNeedsARuntimePodSyncer(t *testing.T) {
 	rp := podworker.RuntimePod{UID: "u1", Namespace: "ns", Name: "a"}
 	var plain struct{ podworker.PodSyncer[struct{}] }
 	spy := podworkertest.NewSpySyncer[struct{}](plain)
-	require.ErrorIs(t, spy.SyncTerminatingRuntimePod(context.Background(), rp), podworkertest.ErrNoRuntimePodSyncer)
+	err := spy.SyncTerminatingRuntimePod(context.Background(), rp)
+	require.ErrorIs(t, err, podworkertest.ErrNoRuntimePodSyncer)
+	require.ErrorIs(t, err, podworker.ErrNotImplemented, "the engine retries it as it does for a syncer without the hook")
+
+	// A delegate that has the method but not the hook is the same.
+	spy = podworkertest.NewSpySyncer[struct{}](podworker.PodSyncerFuncs[struct{}]{})
+	err = spy.SyncTerminatingRuntimePod(context.Background(), rp)
+	require.ErrorIs(t, err, podworkertest.ErrNoRuntimePodSyncer)
+	require.ErrorIs(t, err, podworker.ErrNotImplemented)
+	assert.Contains(t, err.Error(), "SyncTerminatingRuntimePodFunc", "the delegate's own reason is kept")
 
 	called := false
 	spy = podworkertest.NewSpySyncer[struct{}](podworker.PodSyncerFuncs[struct{}]{

@@ -2,13 +2,13 @@ package nodemetrics
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podkit/podkit/examples/kube/internal/syncerwrap"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
@@ -26,13 +26,16 @@ type RunningFunc func(ctx context.Context, pod *v1.Pod) bool
 // A pod without a kubernetes.io/config.seen annotation has no start
 // duration.
 //
-// If s implements podworker.RuntimePodSyncer, so does the result.
+// The result is a podworker.Decorate of s: runtime pods are stopped (and
+// timed as "kill") by s's SyncTerminatingRuntimePod when s has one; when
+// it has none, their kills fail with podworker.ErrNotImplemented, as they
+// would without the wrapper, and are not timed.
 func WrapSyncer[T any](s podworker.PodSyncer[T], m *Metrics, running RunningFunc) podworker.PodSyncer[T] {
 	w := &startTracker{started: map[types.UID]bool{}}
 	timed := func(op string, start time.Time) {
 		m.workerDuration.WithLabelValues(op).Observe(m.clock.Since(start).Seconds())
 	}
-	funcs := podworker.PodSyncerFuncs[T]{
+	return podworker.Decorate(s, podworker.PodSyncerFuncs[T]{
 		SyncPodFunc: func(ctx context.Context, updateType podworker.UpdateType, pod, mirrorPod *v1.Pod, st T) (bool, error) {
 			start := m.clock.Now()
 			terminal, err := s.SyncPod(ctx, updateType, pod, mirrorPod, st)
@@ -56,14 +59,15 @@ func WrapSyncer[T any](s podworker.PodSyncer[T], m *Metrics, running RunningFunc
 			}
 			return err
 		},
-	}
-	if rs, ok := s.(podworker.RuntimePodSyncer); ok {
-		funcs.SyncTerminatingRuntimePodFunc = func(ctx context.Context, pod podworker.RuntimePod) error {
-			defer timed("kill", m.clock.Now())
-			return rs.SyncTerminatingRuntimePod(ctx, pod)
-		}
-	}
-	return syncerwrap.As(s, funcs)
+		SyncTerminatingRuntimePodFunc: func(ctx context.Context, pod podworker.RuntimePod) error {
+			start := m.clock.Now()
+			err := podworker.SyncTerminatingRuntimePod(ctx, s, pod)
+			if !errors.Is(err, podworker.ErrNotImplemented) {
+				timed("kill", start) // a hook s has not is not a kill
+			}
+			return err
+		},
+	})
 }
 
 // firstSeen reads the time config first saw pod.
