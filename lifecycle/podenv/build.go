@@ -383,18 +383,12 @@ func (s *build) secret(name string, optional bool) (sec *v1.Secret, skip bool, e
 	if sec, seen := s.secrets[name]; seen {
 		return sec, sec == nil, nil
 	}
-	if s.b.objects == nil {
-		return nil, false, s.errorf("couldn't get secret %v/%v, no getter for secrets", s.pod.Namespace, name)
+	var get apiobject.SecretFunc
+	if s.b.objects != nil {
+		get = s.b.objects.GetSecret
 	}
-	what := "GetSecret " + s.pod.Namespace + "/" + name
-	sec, err = apiobject.Get(s.ctx, what, func(ctx context.Context) (*v1.Secret, error) {
-		return s.b.objects.GetSecret(ctx, s.pod.Namespace, name)
-	})
-	if err == nil {
-		err = apiobject.CheckSecret(sec)
-	}
-	if err != nil {
-		return nil, false, s.readError(err, optional, func() { s.secrets[name] = nil })
+	if sec, err = apiobject.Secret(s.ctx, get, s.pod.Namespace, name); err != nil {
+		return nil, false, s.readError(err, optional && get != nil, func() { s.secrets[name] = nil })
 	}
 	s.secrets[name] = sec
 	return sec, false, nil
@@ -405,18 +399,12 @@ func (s *build) configMap(name string, optional bool) (cm *v1.ConfigMap, skip bo
 	if cm, seen := s.configMaps[name]; seen {
 		return cm, cm == nil, nil
 	}
-	if s.b.objects == nil {
-		return nil, false, s.errorf("couldn't get configMap %v/%v, no getter for config maps", s.pod.Namespace, name)
+	var get apiobject.ConfigMapFunc
+	if s.b.objects != nil {
+		get = s.b.objects.GetConfigMap
 	}
-	what := "GetConfigMap " + s.pod.Namespace + "/" + name
-	cm, err = apiobject.Get(s.ctx, what, func(ctx context.Context) (*v1.ConfigMap, error) {
-		return s.b.objects.GetConfigMap(ctx, s.pod.Namespace, name)
-	})
-	if err == nil {
-		err = apiobject.CheckConfigMap(cm)
-	}
-	if err != nil {
-		return nil, false, s.readError(err, optional, func() { s.configMaps[name] = nil })
+	if cm, err = apiobject.ConfigMap(s.ctx, get, s.pod.Namespace, name); err != nil {
+		return nil, false, s.readError(err, optional && get != nil, func() { s.configMaps[name] = nil })
 	}
 	s.configMaps[name] = cm
 	return cm, false, nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -32,10 +33,15 @@ type hostFile struct {
 }
 
 // writeState is what the writer remembers of its last write of a volume,
-// to skip a write that would change nothing.
+// to skip a write that would change nothing and to know which directories
+// it may remove.
 type writeState struct {
 	sum   [sha256.Size]byte
 	tsDir string
+	// prevDir is the directory ..data pointed to before tsDir (""
+	// none): it is kept until the next write, for the readers that were
+	// resolving a path through ..data while it was swapped.
+	prevDir string
 }
 
 // writeAtomic projects files into dir as the kubelet's atomic writer does,
@@ -45,7 +51,11 @@ type writeState struct {
 // the volume is a link into ..data (name -> ..data/name), names no longer
 // in files are unlinked, and the previous directory is removed. Readers of
 // a file through its visible link see the old content or the new, never a
-// mix; a reader watching ..data (inotify) sees one event per update.
+// mix; a reader watching ..data (inotify) sees one event per update. The
+// previous directory is removed at the next write rather than at once
+// (the kubelet's is removed at once), so a reader resolving a path through
+// ..data while it is swapped finds the previous version rather than no
+// file.
 //
 // Directories belong to dirOwner with dirMode; files have their own
 // owners and modes. last is what the previous write of this volume left
@@ -64,7 +74,11 @@ func writeAtomic(dir string, files map[string]hostFile, dirOwner owner, dirMode 
 	if last != nil && last.sum == sum && last.tsDir == oldTS && oldTS != "" {
 		return last, false, linkVisible(dir, files, dirOwner)
 	}
-	if err := removeLeftovers(dir, oldTS); err != nil {
+	keep := []string{oldTS}
+	if last != nil && last.tsDir == oldTS {
+		keep = append(keep, last.prevDir)
+	}
+	if err := removeLeftovers(dir, keep...); err != nil {
 		return nil, false, err
 	}
 	tsDir, err := os.MkdirTemp(dir, tsPrefix+now.UTC().Format(tsLayout))
@@ -105,11 +119,13 @@ func writeAtomic(dir string, files map[string]hostFile, dirOwner owner, dirMode 
 		if err := unlinkGone(dir, oldTS, files); err != nil {
 			return nil, true, err
 		}
-		if err := os.RemoveAll(filepath.Join(dir, oldTS)); err != nil {
-			return nil, true, err
-		}
 	}
-	return &writeState{sum: sum, tsDir: tsName}, true, nil
+	// The directory before the previous one goes now; the previous one at
+	// the next write.
+	if err := removeLeftovers(dir, tsName, oldTS); err != nil {
+		return nil, true, err
+	}
+	return &writeState{sum: sum, tsDir: tsName, prevDir: oldTS}, true, nil
 }
 
 // readDataLink returns the name of the directory ..data points to, "" if
@@ -129,16 +145,17 @@ func readDataLink(dir string) (string, error) {
 	return target, nil
 }
 
-// removeLeftovers removes what an interrupted write left in dir: hidden
-// entries other than ..data and the directory it points to.
-func removeLeftovers(dir, current string) error {
+// removeLeftovers removes the writer's entries of dir (hidden, "..")
+// other than ..data and the directories keep names: earlier versions, and
+// what an interrupted write left.
+func removeLeftovers(dir string, keep ...string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if strings.HasPrefix(n, tsPrefix) && n != dataLink && n != current {
+		if strings.HasPrefix(n, tsPrefix) && n != dataLink && !slices.Contains(keep, n) {
 			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
 				return err
 			}

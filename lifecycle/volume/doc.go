@@ -43,8 +43,10 @@
 //  4. In its SyncTerminatedPod, may call TearDown(pod.UID) so a deleted
 //     pod's volumes go at once; Run does it otherwise.
 //  5. Sets Options.Evict to evict a pod whose emptyDir exceeds its
-//     sizeLimit (the kubelet's eviction manager does), and gives the
-//     Manager to podenv.Options.VolumeFiles for fileKeyRef variables.
+//     sizeLimit (the kubelet's eviction manager does), Options.RequestSync
+//     to the engine's Resync (a pod whose volumes a refresh made ready
+//     starts at once), and gives the Manager to
+//     podenv.Options.VolumeFiles for fileKeyRef variables.
 //
 // # How a runtime uses it
 //
@@ -98,7 +100,10 @@
 //     the pod's next sync only. Tokens are refreshed by Run when due
 //     (80% of their lifetime, or 24 hours), without the kubelet's jitter.
 //   - An unchanged source writes nothing, a change of mode or owner alone
-//     rewrites the volume (the kubelet compares contents only).
+//     rewrites the volume (the kubelet compares contents only). The
+//     previous version's directory stays until the next update (the
+//     kubelet removes it at once), so a reader resolving a path through
+//     ..data as it is swapped finds the previous file, not none.
 //   - The alpha fields emptyDir mode and the user/defaultUser of files are
 //     honoured; clusterTrustBundle and podCertificate projections, and
 //     every volume type beyond the five above, are refused (Unsupported).

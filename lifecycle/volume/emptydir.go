@@ -30,16 +30,11 @@ func (m *Manager) setUpEmptyDirLocked(pod *v1.Pod, v *v1.Volume, dir string, own
 		return err
 	}
 	if memory {
-		mounted, err := m.opts.Tmpfs.IsMountPoint(dir)
+		mounted, err := m.ensureTmpfs(dir, m.memorySize(pod, src.SizeLimit))
 		if err != nil {
 			return err
 		}
-		if !mounted {
-			if err := m.mountTmpfs(dir, m.memorySize(pod, src.SizeLimit)); err != nil {
-				return err
-			}
-			fresh = true
-		}
+		fresh = fresh || mounted
 	}
 	if !fresh {
 		return nil
@@ -84,14 +79,20 @@ func makeDir(dir string) (bool, error) {
 	return false, nil
 }
 
-// mountTmpfs mounts a tmpfs on dir through the Tmpfs, surviving its panic.
-func (m *Manager) mountTmpfs(dir string, size int64) (err error) {
+// ensureTmpfs mounts a tmpfs of size bytes on dir through the Tmpfs,
+// unless one is mounted there already, surviving the Tmpfs's panic;
+// mounted reports whether it mounted one now.
+func (m *Manager) ensureTmpfs(dir string, size int64) (mounted bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("the Tmpfs panicked: %v", r)
 		}
 	}()
-	return m.opts.Tmpfs.Mount(dir, size)
+	already, err := m.opts.Tmpfs.IsMountPoint(dir)
+	if err != nil || already {
+		return false, err
+	}
+	return true, m.opts.Tmpfs.Mount(dir, size)
 }
 
 // memorySize returns the size of a memory emptyDir, as the kubelet sizes

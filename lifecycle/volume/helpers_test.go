@@ -218,3 +218,11 @@ func mode(t *testing.T, path string) os.FileMode {
 	require.NoError(t, err)
 	return fi.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSticky)
 }
+
+// readLink returns the directory the ..data link of dir points to.
+func readLink(t *testing.T, dir string) string {
+	t.Helper()
+	ts, err := os.Readlink(filepath.Join(dir, "..data"))
+	require.NoError(t, err)
+	return ts
+}

@@ -317,21 +317,13 @@ func (m *Manager) projectedPayloadLocked(ctx context.Context, rec *podRecord, po
 // configMapPayload reads a config map and returns its files.
 func (m *Manager) configMapPayload(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, mode *int32, user *int64, optionalp *bool) (payload, error) {
 	optional := optionalp != nil && *optionalp
-	if m.objects == nil {
-		return nil, fmt.Errorf("couldn't get configMap %s/%s, no getter for config maps", pod.Namespace, name)
+	var get apiobject.ConfigMapFunc
+	if m.objects != nil {
+		get = m.objects.GetConfigMap
 	}
-	cm, err := apiobject.Get(ctx, "GetConfigMap "+pod.Namespace+"/"+name, func(ctx context.Context) (*v1.ConfigMap, error) {
-		return m.objects.GetConfigMap(ctx, pod.Namespace, name)
-	})
-	if err == nil {
-		err = apiobject.CheckConfigMap(cm)
-	}
-	switch {
-	case apierrors.IsNotFound(err) && optional:
-		return payload{}, nil
-	case err != nil:
-		m.logPanic(err, pod)
-		return nil, err
+	cm, err := apiobject.ConfigMap(ctx, get, pod.Namespace, name)
+	if err != nil {
+		return m.readError(err, optional && get != nil, pod)
 	}
 	return keyPayload("configmap", items, configMapData(cm), mode, user, optional)
 }
@@ -339,23 +331,26 @@ func (m *Manager) configMapPayload(ctx context.Context, pod *v1.Pod, name string
 // secretPayload reads a secret and returns its files.
 func (m *Manager) secretPayload(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, mode *int32, user *int64, optionalp *bool) (payload, error) {
 	optional := optionalp != nil && *optionalp
-	if m.objects == nil {
-		return nil, fmt.Errorf("couldn't get secret %s/%s, no getter for secrets", pod.Namespace, name)
+	var get apiobject.SecretFunc
+	if m.objects != nil {
+		get = m.objects.GetSecret
 	}
-	s, err := apiobject.Get(ctx, "GetSecret "+pod.Namespace+"/"+name, func(ctx context.Context) (*v1.Secret, error) {
-		return m.objects.GetSecret(ctx, pod.Namespace, name)
-	})
-	if err == nil {
-		err = apiobject.CheckSecret(s)
-	}
-	switch {
-	case apierrors.IsNotFound(err) && optional:
-		return payload{}, nil
-	case err != nil:
-		m.logPanic(err, pod)
-		return nil, err
+	s, err := apiobject.Secret(ctx, get, pod.Namespace, name)
+	if err != nil {
+		return m.readError(err, optional && get != nil, pod)
 	}
 	return keyPayload("secret", items, s.Data, mode, user, optional)
+}
+
+// readError turns the error of a read into a volume's: an optional object
+// that does not exist is an empty payload. A getter's panic is logged with
+// its stack.
+func (m *Manager) readError(err error, optional bool, pod *v1.Pod) (payload, error) {
+	if apierrors.IsNotFound(err) && optional {
+		return payload{}, nil
+	}
+	m.logPanic(err, pod)
+	return nil, err
 }
 
 // logPanic logs a getter's panic with its stack.
@@ -387,15 +382,10 @@ func (m *Manager) writeLocked(rec *podRecord, name, dir string, p payload, memor
 		return err
 	}
 	if memory {
-		mounted, err := m.opts.Tmpfs.IsMountPoint(dir)
-		if err != nil {
+		// Room for three versions during an update (the previous one stays
+		// until the next), and the names.
+		if _, err := m.ensureTmpfs(dir, 3*int64(m.opts.MaxVolumeBytes)+1<<20); err != nil {
 			return err
-		}
-		if !mounted {
-			// Room for two versions during an update, and the names.
-			if err := m.mountTmpfs(dir, 2*int64(m.opts.MaxVolumeBytes)+1<<20); err != nil {
-				return err
-			}
 		}
 	}
 	if err := setDir(dir, root, own.dirMode()); err != nil {

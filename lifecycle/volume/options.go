@@ -83,6 +83,13 @@ type Options struct {
 	// block. Nil: the limit is reported (event SizeLimitExceeded), not
 	// enforced.
 	Evict func(uid types.UID, message string)
+	// RequestSync asks the engine for a sync of a pod (the agent
+	// assembly's RequestSync, the engine's Resync): Run calls it, from its
+	// goroutine, when a refresh made ready the last volume of a pod whose
+	// SetUp had failed (a config map created meanwhile, say), so its
+	// containers start now rather than at the engine's next retry. It must
+	// not block. Nil: the engine's retry starts them.
+	RequestSync func(uid types.UID)
 	// RefreshInterval is how often Run brings every volume of the pods
 	// that may still run up to date with its sources, tears down the
 	// volumes of pods whose content may be removed, and measures

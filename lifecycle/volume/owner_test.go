@@ -97,11 +97,17 @@ func TestRealTmpfs(t *testing.T) {
 		require.Equal(t, int64(0x01021994), int64(st.Type), "%s is on a tmpfs", v)
 	}
 	mem, _ := e.m.HostPath("p1", "mem")
+	ok, err := volume.LinuxTmpfs{}.IsMountPoint(mem)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = volume.LinuxTmpfs{}.IsMountPoint(filepath.Join(e.root, "p1"))
+	require.NoError(t, err)
+	require.False(t, ok, "the pod's directory is not a mount")
 	var st syscall.Statfs_t
 	require.NoError(t, syscall.Statfs(mem, &st))
 	require.Equal(t, uint64(1<<20), st.Blocks*uint64(st.Bsize), "as large as its sizeLimit")
 	require.Equal(t, os.FileMode(0o777), mode(t, mem))
-	err := os.WriteFile(filepath.Join(mem, "big"), make([]byte, 2<<20), 0o644)
+	err = os.WriteFile(filepath.Join(mem, "big"), make([]byte, 2<<20), 0o644)
 	require.ErrorIs(t, err, syscall.ENOSPC, "the kernel holds it to its limit")
 	setUp(t, e, p)
 
@@ -109,7 +115,7 @@ func TestRealTmpfs(t *testing.T) {
 	removed, err := e.m.TearDown("p1")
 	require.NoError(t, err)
 	require.True(t, removed)
-	ok, err := volume.LinuxTmpfs{}.IsMountPoint(mem)
+	ok, err = volume.LinuxTmpfs{}.IsMountPoint(mem)
 	require.Error(t, err, "the directory is gone")
 	require.False(t, ok)
 }

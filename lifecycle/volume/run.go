@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -108,14 +109,19 @@ func (m *Manager) pass(ctx context.Context, full bool, now time.Time) {
 			continue
 		}
 		rec.mu.Lock()
+		readied := false
 		if !rec.removed && rec.pod != nil {
+			before := m.allReady(rec)
 			// The error was recorded as events; the next pass tries again.
-			_ = m.syncLocked(ctx, rec, rec.pod, true)
+			readied = m.syncLocked(ctx, rec, rec.pod, true) == nil && !before
 			if full {
 				m.checkSizeLimitsLocked(rec)
 			}
 		}
 		rec.mu.Unlock()
+		if readied {
+			m.requestSync(rec.uid)
+		}
 	}
 	if full {
 		m.removeOrphans()
@@ -146,4 +152,31 @@ func (m *Manager) removeOrphans() {
 			m.logger.Error(err, "Couldn't tear down the volumes of a pod of an earlier run; trying again later", "podUID", uid)
 		}
 	}
+}
+
+// allReady reports whether every volume of rec's pod the manager prepares
+// is ready. rec.mu must be held.
+func (m *Manager) allReady(rec *podRecord) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range rec.pod.Spec.Volumes {
+		v := &rec.pod.Spec.Volumes[i]
+		if _, ok := rec.ready[v.Name]; !ok && v.HostPath == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// requestSync calls Options.RequestSync, surviving its panic.
+func (m *Manager) requestSync(uid types.UID) {
+	if m.opts.RequestSync == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			m.logger.Error(fmt.Errorf("%v", r), "Options.RequestSync panicked", "podUID", uid)
+		}
+	}()
+	m.opts.RequestSync(uid)
 }

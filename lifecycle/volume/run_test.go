@@ -254,3 +254,34 @@ func TestSetUpAndRunConcurrently(t *testing.T) {
 		require.Empty(t, entries, "every pod torn down")
 	})
 }
+
+func TestRunAsksForASyncWhenAFailedPodsVolumesBecomeReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(epoch)
+		var mu sync.Mutex
+		var synced []types.UID
+		e := newEnv(t, volume.Options{Clock: clk, RequestSync: func(uid types.UID) {
+			mu.Lock()
+			defer mu.Unlock()
+			synced = append(synced, uid)
+			panic("a RequestSync bug is survived")
+		}})
+		p := pod("p1", configMapVolume("v", "app"), emptyDir("d", v1.EmptyDirVolumeSource{}))
+		require.Error(t, e.m.SetUp(context.Background(), p), "its config map does not exist yet")
+		stop := running(t, e)
+		defer stop()
+		clk.Step(time.Minute)
+		synctest.Wait()
+		require.Empty(t, synced, "still missing")
+
+		e.setObjects()
+		clk.Step(time.Minute)
+		synctest.Wait()
+		require.Equal(t, []types.UID{"p1"}, synced, "ready now: the containers may start")
+		_, err := e.m.HostPath("p1", "v")
+		require.NoError(t, err)
+		clk.Step(time.Minute)
+		synctest.Wait()
+		require.Len(t, synced, 1, "once")
+	})
+}

@@ -162,13 +162,25 @@ func TestSetUpUpdatesWhenTheSourceChanges(t *testing.T) {
 	require.Equal(t, []string{"mode=slow", "new=1"}, tree(t, dir), "app.conf and logo.bin are gone, new came")
 	second, _ := os.Readlink(filepath.Join(dir, "..data"))
 	require.NotEqual(t, first, second)
-	entries, err := os.ReadDir(dir)
+	require.ElementsMatch(t, []string{"..data", second, first, "mode", "new"}, entries(t, dir),
+		"the links of removed keys are gone; the previous version stays until the next write, for readers resolving a path meanwhile")
+
+	e.objects.SetConfigMap(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Data: map[string]string{"mode": "third"}})
+	setUp(t, e, p)
+	third, _ := os.Readlink(filepath.Join(dir, "..data"))
+	require.ElementsMatch(t, []string{"..data", third, second, "mode"}, entries(t, dir), "the first version is gone")
+}
+
+// entries lists the names in dir.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	list, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	var names []string
-	for _, en := range entries {
+	for _, en := range list {
 		names = append(names, en.Name())
 	}
-	require.ElementsMatch(t, []string{"..data", second, "mode", "new"}, names, "the old directory and links are removed")
+	return names
 }
 
 func TestSetUpFailures(t *testing.T) {

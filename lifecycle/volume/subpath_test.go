@@ -100,13 +100,6 @@ func TestOpenVolumeFile(t *testing.T) {
 	require.ErrorContains(t, err, "must not contain '..'")
 }
 
-func readLink(t *testing.T, dir string) string {
-	t.Helper()
-	ts, err := os.Readlink(filepath.Join(dir, "..data"))
-	require.NoError(t, err)
-	return ts
-}
-
 func itoa(i int) string {
 	return string(appendInt(nil, i))
 }

@@ -1,13 +1,9 @@
 package volume
 
 import (
-	"bufio"
-	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,54 +35,20 @@ func (LinuxTmpfs) Unmount(dir string) error {
 	return nil
 }
 
-// IsMountPoint reads /proc/self/mountinfo for a mount on dir.
+// IsMountPoint reports whether dir is the root of a mount: statx's
+// STATX_ATTR_MOUNT_ROOT, or on kernels without it (before 5.8), a device
+// other than its parent's.
 func (LinuxTmpfs) IsMountPoint(dir string) (bool, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return false, err
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx); err != nil {
+		return false, &os.PathError{Op: "statx", Path: dir, Err: err}
 	}
-	abs, err = filepath.EvalSymlinks(abs)
-	if err != nil {
-		return false, err
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
 	}
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
+	var parent unix.Stat_t
+	if err := unix.Lstat(filepath.Dir(filepath.Clean(dir)), &parent); err != nil {
+		return false, &os.PathError{Op: "lstat", Path: filepath.Dir(dir), Err: err}
 	}
-	s := bufio.NewScanner(bytes.NewReader(data))
-	s.Buffer(nil, 1<<20)
-	for s.Scan() {
-		// ID parent major:minor root mountpoint options ...
-		fields := strings.Fields(s.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		if unescapeMountPath(fields[4]) == abs {
-			return true, nil
-		}
-	}
-	if err := s.Err(); err != nil {
-		return false, fmt.Errorf("reading /proc/self/mountinfo: %w", err)
-	}
-	return false, nil
-}
-
-// unescapeMountPath decodes the octal escapes (\040 for a space, ...) of a
-// path in /proc/self/mountinfo.
-func unescapeMountPath(p string) string {
-	if !strings.Contains(p, `\`) {
-		return p
-	}
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		if p[i] == '\\' && i+3 < len(p) {
-			if v, err := strconv.ParseUint(p[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(p[i])
-	}
-	return b.String()
+	return unix.Mkdev(stx.Dev_major, stx.Dev_minor) != uint64(parent.Dev), nil
 }

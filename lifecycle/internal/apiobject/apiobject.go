@@ -62,10 +62,56 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("%s panicked: %v", e.What, e.Value)
 }
 
-// Get calls get and returns what it returns; a panic of get comes back as
-// a *PanicError, and a nil object with no error as an error, so the
+// SecretFunc and ConfigMapFunc read an object, as podenv.Objects's
+// methods do.
+type (
+	SecretFunc    func(ctx context.Context, namespace, name string) (*v1.Secret, error)
+	ConfigMapFunc func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+)
+
+// Secret reads the secret namespace/name through get, so that its
+// caller can trust the result: a panic of get is a *PanicError, a nil
+// secret with no error an error, a secret larger than MaxBytes an error,
+// and a nil get the error of a node without a getter (in the kubelet's
+// words for a kubelet without a client). An error of get (NotFound, ...)
+// comes back as it is.
+func Secret(ctx context.Context, get SecretFunc, namespace, name string) (*v1.Secret, error) {
+	if get == nil {
+		return nil, fmt.Errorf("couldn't get secret %v/%v, no getter for secrets", namespace, name)
+	}
+	s, err := call(ctx, "GetSecret "+namespace+"/"+name, func(ctx context.Context) (*v1.Secret, error) {
+		return get(ctx, namespace, name)
+	})
+	if err == nil {
+		err = CheckSecret(s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ConfigMap is Secret for config maps.
+func ConfigMap(ctx context.Context, get ConfigMapFunc, namespace, name string) (*v1.ConfigMap, error) {
+	if get == nil {
+		return nil, fmt.Errorf("couldn't get configMap %v/%v, no getter for config maps", namespace, name)
+	}
+	cm, err := call(ctx, "GetConfigMap "+namespace+"/"+name, func(ctx context.Context) (*v1.ConfigMap, error) {
+		return get(ctx, namespace, name)
+	})
+	if err == nil {
+		err = CheckConfigMap(cm)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cm, nil
+}
+
+// call calls get and returns what it returns; a panic of get comes back
+// as a *PanicError, and a nil object with no error as an error, so the
 // caller never dereferences nil.
-func Get[T any](ctx context.Context, what string, get func(context.Context) (*T, error)) (obj *T, err error) {
+func call[T any](ctx context.Context, what string, get func(context.Context) (*T, error)) (obj *T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			obj, err = nil, &PanicError{What: what, Value: r, Stack: debug.Stack()}
