@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
 	"github.com/podkit/podkit/lifecycle/event"
@@ -47,6 +45,8 @@ type Manager struct {
 	// ran is set once Run is called.
 	ran bool
 }
+
+var _ podenv.VolumeFiles = (*Manager)(nil)
 
 // podRecord is what the manager keeps of one pod.
 type podRecord struct {
@@ -83,43 +83,6 @@ type podRecord struct {
 	ready map[string]string
 	// due is the earliest refresh of one of the pod's tokens (zero: none).
 	due time.Time
-}
-
-// ErrNotSetUp is the error of HostPath, SubPath, OpenSubPath and
-// OpenVolumeFile for a volume SetUp did not prepare (yet).
-var ErrNotSetUp = errors.New("volume: not set up")
-
-// ErrContentRemovable is the error of SetUp for a pod whose content the
-// engine says may be removed (terminated and deleted, evicted, unknown):
-// its volumes are not (re)created.
-var ErrContentRemovable = errors.New("volume: the pod's content may be removed")
-
-// MountError is SetUp's error when some of a pod's volumes could not be
-// prepared: the runtime does not start the pod's containers, and returns
-// the error from its SyncPod so the engine retries (the kubelet's pod
-// waits in ContainerCreating the same way). Each volume's error was
-// recorded as a FailedMount event.
-type MountError struct {
-	// Pod is the pod, namespace/name.
-	Pod string
-	// Volumes are the volumes that failed, in the pod's order.
-	Volumes []VolumeError
-}
-
-// VolumeError is why one volume could not be prepared.
-type VolumeError struct {
-	Name string
-	Err  error
-}
-
-func (e *MountError) Error() string {
-	names := make([]string, len(e.Volumes))
-	whys := make([]string, len(e.Volumes))
-	for i, v := range e.Volumes {
-		names[i] = v.Name
-		whys[i] = fmt.Sprintf("volume %q: %v", v.Name, v.Err)
-	}
-	return fmt.Sprintf("volume: pod %s: unmounted volumes=[%s]: %s", e.Pod, strings.Join(names, " "), strings.Join(whys, "; "))
 }
 
 // SetUp prepares every volume of pod that the manager handles (hostPath
@@ -513,45 +476,6 @@ func (m *Manager) removePodDir(dir string) error {
 		}
 	}
 	return os.RemoveAll(dir)
-}
-
-// validatePod checks what SetUp needs of a pod.
-func validatePod(pod *v1.Pod) error {
-	if pod == nil {
-		return errors.New("volume: SetUp needs a pod")
-	}
-	if err := validateUID(pod.UID); err != nil {
-		return err
-	}
-	seen := map[string]bool{}
-	for i := range pod.Spec.Volumes {
-		name := pod.Spec.Volumes[i].Name
-		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-			return fmt.Errorf("volume: pod %s: invalid volume name %q: %s", podName(pod), name, strings.Join(errs, "; "))
-		}
-		if seen[name] {
-			return fmt.Errorf("volume: pod %s: two volumes are named %q", podName(pod), name)
-		}
-		seen[name] = true
-	}
-	return nil
-}
-
-// validateUID checks that uid can name a directory of the root.
-func validateUID(uid types.UID) error {
-	s := string(uid)
-	if s == "" || s == "." || s == ".." || strings.HasPrefix(s, ".") || strings.ContainsAny(s, "/\\\x00") || len(s) > maxFileNameLength {
-		return fmt.Errorf("volume: invalid pod UID %q", s)
-	}
-	return nil
-}
-
-// podName names a pod in messages and logs: namespace/name.
-func podName(pod *v1.Pod) string {
-	if pod == nil {
-		return ""
-	}
-	return pod.Namespace + "/" + pod.Name
 }
 
 // sortedUIDs returns the UIDs of recs, sorted.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -221,6 +222,7 @@ func TestSetUpFailures(t *testing.T) {
 			require.Equal(t, "v", me.Volumes[0].Name)
 			require.EqualError(t, me.Volumes[0].Err, tc.msg)
 			require.Equal(t, `volume: pod team/web-p1: unmounted volumes=[v]: volume "v": `+tc.msg, err.Error())
+			require.Equal(t, strings.HasSuffix(tc.msg, "not found"), apierrors.IsNotFound(err), "the getter's error is in the chain")
 			require.Equal(t, []string{`Warning FailedMount MountVolume.SetUp failed for volume "v" : ` + tc.msg}, e.events.take())
 			_, err = e.m.HostPath("p1", "v")
 			require.ErrorIs(t, err, volume.ErrNotSetUp)
