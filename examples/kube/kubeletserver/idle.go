@@ -28,7 +28,7 @@ func newIdleTimer(c clock.WithDelayedExecution, timeout time.Duration, expire fu
 	t := &idleTimer{clock: c, timeout: timeout, expire: expire, last: c.Now()}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.timer = c.AfterFunc(timeout, t.check)
+	t.timer = c.AfterFunc(timeout, t.fired)
 	return t
 }
 
@@ -48,6 +48,11 @@ func (t *idleTimer) stop() {
 	t.timer.Stop()
 }
 
+// fired runs check on a goroutine of its own: a fake clock calls its
+// AfterFunc functions holding its lock, which check's reading of the
+// time would wait for.
+func (t *idleTimer) fired() { go t.check() }
+
 func (t *idleTimer) check() {
 	t.mu.Lock()
 	if t.stopped {
@@ -55,7 +60,7 @@ func (t *idleTimer) check() {
 		return
 	}
 	if rest := t.timeout - t.clock.Since(t.last); rest > 0 {
-		t.timer = t.clock.AfterFunc(rest, t.check)
+		t.timer = t.clock.AfterFunc(rest, t.fired)
 		t.mu.Unlock()
 		return
 	}

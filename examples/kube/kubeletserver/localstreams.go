@@ -30,12 +30,12 @@ const localHost = "streams.kubeletserver.invalid"
 // clients to it exactly as it proxies them to a CRI runtime's server,
 // translating WebSocket v5 and port-forward tunnelling on the way.
 type localStreams struct {
-	streamer          Streamer
-	pods              func(namespace, name string) (*v1.Pod, bool)
-	idleTimeout       time.Duration
-	creationTimeout   time.Duration
-	listener          *memListener
-	server            *http.Server
+	streamer        Streamer
+	pods            func(namespace, name string) (*v1.Pod, bool)
+	idleTimeout     time.Duration
+	creationTimeout time.Duration
+	listener        *memListener
+	server          *http.Server
 	// sessions are the handlers running; close waits for them.
 	sessions sessionGroup
 }

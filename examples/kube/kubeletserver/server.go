@@ -126,7 +126,8 @@ type Options struct {
 	// MaxStreamsPerPod caps, among them, those of one pod (all its
 	// containers together): every client arrives as the API server's
 	// identity, so the caps count targets. Defaults to
-	// DefaultMaxStreamsPerPod; at most MaxStreams.
+	// DefaultMaxStreamsPerPod (or MaxStreams, if lower); at most
+	// MaxStreams.
 	MaxStreamsPerPod int
 	// MaxLogReads caps the plain (not followed) log reads at once,
 	// apart from the streams: capacity the streams cannot take. Defaults
@@ -178,6 +179,9 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errors.New("kubeletserver: Options.Pods is required")
 	case o.Streaming != nil && o.StreamURLs != nil:
 		return o, errors.New("kubeletserver: Options.Streaming and Options.StreamURLs are both set; a runtime streams one way")
+	}
+	if o.MaxStreamsPerPod == 0 && o.MaxStreams > 0 {
+		o.MaxStreamsPerPod = min(DefaultMaxStreamsPerPod, o.MaxStreams)
 	}
 	for _, f := range []struct {
 		name string
