@@ -320,3 +320,21 @@ func TestShutdownEndsSessions(t *testing.T) {
 	}
 	<-done
 }
+
+// fakeLocator is a StreamLocator whose URLs are given.
+type fakeLocator struct {
+	exec *url.URL
+	err  error
+}
+
+func (f *fakeLocator) GetExec(context.Context, *v1.Pod, *v1.PodExecOptions) (*url.URL, error) {
+	return f.exec, f.err
+}
+
+func (f *fakeLocator) GetAttach(context.Context, *v1.Pod, *v1.PodAttachOptions) (*url.URL, error) {
+	return f.exec, f.err
+}
+
+func (f *fakeLocator) GetPortForward(context.Context, *v1.Pod, *v1.PodPortForwardOptions) (*url.URL, error) {
+	return f.exec, f.err
+}
