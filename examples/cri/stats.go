@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
@@ -36,9 +37,10 @@ type PodStats struct {
 	// (nanoseconds since the epoch): the pod's start.
 	SandboxCreatedAt int64
 	// Sandbox is the sandbox's own stats (pod-level CPU and memory, as
-	// its cgroup counts them), or nil where the runtime does not
-	// implement ListPodSandboxStats (containerd 1.6 on some platforms):
-	// then the pod's figures are its containers' together.
+	// its cgroup counts them), or nil where the runtime gives none: it
+	// may not implement ListPodSandboxStats, and containerd 1.6 fails it
+	// for sandboxes without a cgroup parent, as this syncer runs them.
+	// The pod's figures are then its containers' together.
 	Sandbox *runtimeapi.PodSandboxStats
 	// Containers are the stats of the pod's running containers, each with
 	// its name (the spec's) and creation time (the kubelet's start time
@@ -85,11 +87,10 @@ func (s *Syncer) PodStats(ctx context.Context) ([]PodStats, error) {
 		return nil, fmt.Errorf("cri: listing the containers' stats: %w", err)
 	}
 	sbstats, err := s.opts.Stats.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{LabelSelector: managed})
-	if grpcstatus.Code(err) == codes.Unimplemented {
-		sbstats, err = nil, nil
-	}
 	if err != nil {
-		return nil, fmt.Errorf("cri: listing the sandboxes' stats: %w", err)
+		// Pod-level figures are then the containers' together.
+		logr.FromContextOrDiscard(ctx).V(4).Info("The runtime gives no sandbox stats", "unimplemented", grpcstatus.Code(err) == codes.Unimplemented, "error", err.Error())
+		sbstats = nil
 	}
 
 	statsByContainer := make(map[string]*runtimeapi.ContainerStats, len(cstats))
