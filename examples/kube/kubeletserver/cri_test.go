@@ -131,7 +131,11 @@ func TestCRI(t *testing.T) {
 			require.NoError(t, err, proto)
 			done := make(chan error, 1)
 			go func() { done <- pf.ForwardPorts() }()
-			<-ready
+			select {
+			case <-ready:
+			case err := <-done:
+				require.FailNow(t, "port-forward ended before it was ready", "%s: %v", proto, err)
+			}
 			ports, err := pf.GetPorts()
 			require.NoError(t, err)
 			c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ports[0].Local))))

@@ -199,7 +199,10 @@ func TestFollowsCappedPerPod(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, msg)
 		open = append(open, body)
 	}
-	code, _, _, msg := follow(t, c, n, "p0")
+	code, _, extra, msg := follow(t, c, n, "p0")
+	if extra != nil {
+		open = append(open, extra)
+	}
 	assert.Equal(t, http.StatusTooManyRequests, code)
 	assert.Contains(t, msg, "to this pod at once: at most 3")
 	code, _, body, msg := follow(t, c, n, "p1")

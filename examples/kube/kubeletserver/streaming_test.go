@@ -226,7 +226,11 @@ func TestPortForward(t *testing.T) {
 		require.NoError(t, err, proto)
 		done := make(chan error, 1)
 		go func() { done <- pf.ForwardPorts() }()
-		<-ready
+		select {
+		case <-ready:
+		case err := <-done:
+			require.FailNow(t, "port-forward ended before it was ready", "%s: %v", proto, err)
+		}
 		ports, err := pf.GetPorts()
 		require.NoError(t, err, proto)
 		require.Len(t, ports, 2, proto)
@@ -253,12 +257,20 @@ func TestStreamsCapped(t *testing.T) {
 	n, f := streamingNode(t, kubeletserver.Options{MaxStreams: 3, MaxStreamsPerPod: 2, ContainerLogs: newFakeLogs().read})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	run := func(pod string) error {
+	runCtx := func(ctx context.Context, pod string) error {
 		u, err := url.Parse(execURL(n, "exec", pod, []string{"block"}, "output"))
 		require.NoError(t, err)
 		e, err := remotecommand.NewSPDYExecutor(n.restConfig(), http.MethodPost, u)
 		require.NoError(t, err)
 		return e.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard})
+	}
+	run := func(pod string) error { return runCtx(ctx, pod) }
+	// refused is a session that should be refused: were it let in, it
+	// would block, so it gets a bound (and fails the test) instead.
+	refused := func(pod string) error {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		return runCtx(ctx, pod)
 	}
 	errs := make(chan error, 3)
 	start := func(pod string) {
@@ -267,9 +279,9 @@ func TestStreamsCapped(t *testing.T) {
 	}
 	start("p0")
 	start("p0")
-	assert.ErrorContains(t, run("p0"), "too many long-lived streams (followed logs, exec, attach, port-forward) to this pod at once: at most 2")
+	assert.ErrorContains(t, refused("p0"), "too many long-lived streams (followed logs, exec, attach, port-forward) to this pod at once: at most 2")
 	start("p1")
-	assert.ErrorContains(t, run("p2"), "too many long-lived streams (followed logs, exec, attach, port-forward) on this node at once: at most 3")
+	assert.ErrorContains(t, refused("p2"), "too many long-lived streams (followed logs, exec, attach, port-forward) on this node at once: at most 3")
 	code, _, _, msg := follow(t, n.admin(), n, "p2")
 	assert.Equal(t, http.StatusTooManyRequests, code, "followed logs share the cap: %s", msg)
 	code, body := get(t, n.admin(), n.url+"/containerLogs/ns/p2/c", "")
@@ -337,4 +349,25 @@ func (f *fakeLocator) GetAttach(context.Context, *v1.Pod, *v1.PodAttachOptions) 
 
 func (f *fakeLocator) GetPortForward(context.Context, *v1.Pod, *v1.PodPortForwardOptions) (*url.URL, error) {
 	return f.exec, f.err
+}
+
+// TestClientLeavingEndsSession: when the client goes away mid-session,
+// over either protocol, the runtime's context ends (a command that never
+// reads or writes is not left running).
+func TestClientLeavingEndsSession(t *testing.T) {
+	n, f := streamingNode(t, kubeletserver.Options{})
+	for proto, e := range executors(t, n, execURL(n, "exec", "p2", []string{"block"}, "output")) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard}) }()
+		<-f.blocked
+		cancel()
+		select {
+		case pod := <-f.ended:
+			assert.Equal(t, "p2", pod, proto)
+		case <-time.After(closedWithin):
+			require.FailNow(t, "the runtime's context did not end", proto)
+		}
+		<-done
+	}
 }
