@@ -67,21 +67,11 @@ func (s *Syncer) PodStats(ctx context.Context) ([]PodStats, error) {
 	if s.opts.Stats == nil {
 		return nil, errors.New("cri: PodStats needs Options.Stats")
 	}
+	sandboxes, containers, err := s.running(ctx)
+	if err != nil {
+		return nil, err
+	}
 	managed := map[string]string{LabelManaged: "true"}
-	sandboxes, err := s.sandboxes.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
-		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
-		LabelSelector: managed,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cri: listing the ready sandboxes: %w", err)
-	}
-	containers, err := s.containers.ListContainers(ctx, &runtimeapi.ContainerFilter{
-		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-		LabelSelector: managed,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cri: listing the running containers: %w", err)
-	}
 	cstats, err := s.opts.Stats.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{LabelSelector: managed})
 	if err != nil {
 		return nil, fmt.Errorf("cri: listing the containers' stats: %w", err)
@@ -135,20 +125,9 @@ func (s *Syncer) PodStats(ctx context.Context) ([]PodStats, error) {
 // v1.Pod with only its name, namespace and UID, and its running
 // containers with their names and images. Safe for concurrent use.
 func (s *Syncer) RunningPods(ctx context.Context) ([]*v1.Pod, error) {
-	managed := map[string]string{LabelManaged: "true"}
-	sandboxes, err := s.sandboxes.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
-		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
-		LabelSelector: managed,
-	})
+	sandboxes, containers, err := s.running(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("cri: listing the ready sandboxes: %w", err)
-	}
-	containers, err := s.containers.ListContainers(ctx, &runtimeapi.ContainerFilter{
-		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-		LabelSelector: managed,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cri: listing the running containers: %w", err)
+		return nil, err
 	}
 	bySandbox := make(map[string]*v1.Pod, len(sandboxes))
 	out := make([]*v1.Pod, 0, len(sandboxes))
@@ -169,4 +148,25 @@ func (s *Syncer) RunningPods(ctx context.Context) ([]*v1.Pod, error) {
 	}
 	slices.SortFunc(out, func(a, b *v1.Pod) int { return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name) })
 	return out, nil
+}
+
+// running lists the ready sandboxes and the running containers this
+// package created.
+func (s *Syncer) running(ctx context.Context) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, error) {
+	managed := map[string]string{LabelManaged: "true"}
+	sandboxes, err := s.sandboxes.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		LabelSelector: managed,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("cri: listing the ready sandboxes: %w", err)
+	}
+	containers, err := s.containers.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		LabelSelector: managed,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("cri: listing the running containers: %w", err)
+	}
+	return sandboxes, containers, nil
 }

@@ -128,27 +128,29 @@ func streamQuery(stdin, stdout, stderr, tty bool) url.Values {
 	return q
 }
 
-// pod finds the pod of a local URL, by name and UID: a pod re-created
-// with the same name since the URL was made is not it.
-func (l *localStreams) pod(w http.ResponseWriter, r *http.Request) (*v1.Pod, bool) {
-	pod, ok := l.pods(r.PathValue("namespace"), r.PathValue("pod"))
-	if !ok || pod.UID != types.UID(r.PathValue("uid")) {
-		http.Error(w, fmt.Sprintf("pod %q does not exist", r.PathValue("pod")), http.StatusNotFound)
-		return nil, false
+// begin counts a session in and finds the pod of its local URL, by name
+// and UID (a pod re-created with the same name since the URL was made is
+// not it), or answers why not. The caller calls leave when done.
+func (l *localStreams) begin(w http.ResponseWriter, r *http.Request) (pod *v1.Pod, leave func(), ok bool) {
+	if !l.sessions.enter() {
+		http.Error(w, "the node is shutting down", http.StatusServiceUnavailable)
+		return nil, nil, false
 	}
-	return pod, true
+	pod, ok = l.pods(r.PathValue("namespace"), r.PathValue("pod"))
+	if !ok || pod.UID != types.UID(r.PathValue("uid")) {
+		l.sessions.leave()
+		http.Error(w, fmt.Sprintf("pod %q does not exist", r.PathValue("pod")), http.StatusNotFound)
+		return nil, nil, false
+	}
+	return pod, l.sessions.leave, true
 }
 
 func (l *localStreams) serveExec(w http.ResponseWriter, r *http.Request) {
-	if !l.sessions.enter() {
-		http.Error(w, "the node is shutting down", http.StatusServiceUnavailable)
-		return
-	}
-	defer l.sessions.leave()
-	pod, ok := l.pod(w, r)
+	pod, leave, ok := l.begin(w, r)
 	if !ok {
 		return
 	}
+	defer leave()
 	opts, err := remotecommandserver.NewOptions(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -159,15 +161,11 @@ func (l *localStreams) serveExec(w http.ResponseWriter, r *http.Request) {
 }
 
 func (l *localStreams) serveAttach(w http.ResponseWriter, r *http.Request) {
-	if !l.sessions.enter() {
-		http.Error(w, "the node is shutting down", http.StatusServiceUnavailable)
-		return
-	}
-	defer l.sessions.leave()
-	pod, ok := l.pod(w, r)
+	pod, leave, ok := l.begin(w, r)
 	if !ok {
 		return
 	}
+	defer leave()
 	opts, err := remotecommandserver.NewOptions(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -178,15 +176,11 @@ func (l *localStreams) serveAttach(w http.ResponseWriter, r *http.Request) {
 }
 
 func (l *localStreams) servePortForward(w http.ResponseWriter, r *http.Request) {
-	if !l.sessions.enter() {
-		http.Error(w, "the node is shutting down", http.StatusServiceUnavailable)
-		return
-	}
-	defer l.sessions.leave()
-	pod, ok := l.pod(w, r)
+	pod, leave, ok := l.begin(w, r)
 	if !ok {
 		return
 	}
+	defer leave()
 	opts, err := portforward.NewV4Options(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)

@@ -34,12 +34,7 @@ func (s *Server) routeStreaming(mux *http.ServeMux) {
 // exec serves the kubelet's /exec: the API server's pods/exec (kubectl
 // exec, cp) proxies to it.
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
-	streams, err := remotecommandserver.NewOptions(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	pod, container, ok := s.streamTarget(w, r, true)
+	pod, container, streams, ok := s.remoteCommand(w, r)
 	if !ok {
 		return
 	}
@@ -60,12 +55,7 @@ const remoteCommandParam = "command"
 
 // attach serves the kubelet's /attach (kubectl attach, run -it, debug -it).
 func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
-	streams, err := remotecommandserver.NewOptions(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	pod, container, ok := s.streamTarget(w, r, true)
+	pod, container, streams, ok := s.remoteCommand(w, r)
 	if !ok {
 		return
 	}
@@ -96,6 +86,18 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 	}
 	opts := &v1.PodPortForwardOptions{Ports: ports.Ports}
 	s.session(w, r, pod.UID, func() (*url.URL, error) { return s.locator.GetPortForward(r.Context(), pod, opts) }, nil)
+}
+
+// remoteCommand reads the streams an exec or attach asks for and finds
+// its pod and container, or answers why not (400, 404).
+func (s *Server) remoteCommand(w http.ResponseWriter, r *http.Request) (*v1.Pod, string, *remotecommandserver.Options, bool) {
+	streams, err := remotecommandserver.NewOptions(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return nil, "", nil, false
+	}
+	pod, container, ok := s.streamTarget(w, r, true)
+	return pod, container, streams, ok
 }
 
 // streamTarget finds the pod (and container) of a streaming request, or
