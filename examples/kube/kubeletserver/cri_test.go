@@ -17,10 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/client-go/transport/spdy"
 	"k8s.io/client-go/util/exec"
 
 	"github.com/podkit/podkit/examples/cri"
@@ -116,28 +113,8 @@ func TestCRI(t *testing.T) {
 	})
 
 	t.Run("PortForward", func(t *testing.T) {
-		u, err := url.Parse(n.url + "/portForward/ns/web")
-		require.NoError(t, err)
-		transport, upgrader, err := spdy.RoundTripperFor(n.restConfig())
-		require.NoError(t, err)
-		tunnel, err := portforward.NewSPDYOverWebsocketDialer(u, n.restConfig())
-		require.NoError(t, err)
-		for proto, d := range map[string]httpstream.Dialer{
-			"SPDY":      spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u),
-			"WebSocket": tunnel,
-		} {
-			stop, ready := make(chan struct{}), make(chan struct{})
-			pf, err := portforward.NewOnAddresses(d, []string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, io.Discard, io.Discard)
-			require.NoError(t, err, proto)
-			done := make(chan error, 1)
-			go func() { done <- pf.ForwardPorts() }()
-			select {
-			case <-ready:
-			case err := <-done:
-				require.FailNow(t, "port-forward ended before it was ready", "%s: %v", proto, err)
-			}
-			ports, err := pf.GetPorts()
-			require.NoError(t, err)
+		for proto, d := range portForwardDialers(t, n, "/portForward/ns/web") {
+			ports, stop := forwardPorts(t, proto, d, "0:8080")
 			c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ports[0].Local))))
 			require.NoError(t, err, proto)
 			_, err = io.WriteString(c, "GET / HTTP/1.0\r\n\r\n")
@@ -147,8 +124,7 @@ func TestCRI(t *testing.T) {
 			c.Close()
 			assert.Contains(t, string(resp), "200 OK", proto)
 			assert.True(t, strings.HasSuffix(string(resp), "pong\n"), "%s: the pod's server answered: %q", proto, resp)
-			close(stop)
-			require.NoError(t, <-done, proto)
+			stop()
 		}
 	})
 

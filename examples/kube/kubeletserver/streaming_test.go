@@ -210,29 +210,8 @@ func TestStreamingRefusals(t *testing.T) {
 
 func TestPortForward(t *testing.T) {
 	n, _ := streamingNode(t, kubeletserver.Options{})
-	rawURL := n.url + "/portForward/ns/p0"
-	u, err := url.Parse(rawURL)
-	require.NoError(t, err)
-	transport, upgrader, err := spdy.RoundTripperFor(n.restConfig())
-	require.NoError(t, err)
-	tunnel, err := portforward.NewSPDYOverWebsocketDialer(u, n.restConfig())
-	require.NoError(t, err)
-	for proto, d := range map[string]httpstream.Dialer{
-		"SPDY":      spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u),
-		"WebSocket": tunnel,
-	} {
-		stop, ready := make(chan struct{}), make(chan struct{})
-		pf, err := portforward.NewOnAddresses(d, []string{"127.0.0.1"}, []string{"0:80", "0:8080"}, stop, ready, io.Discard, io.Discard)
-		require.NoError(t, err, proto)
-		done := make(chan error, 1)
-		go func() { done <- pf.ForwardPorts() }()
-		select {
-		case <-ready:
-		case err := <-done:
-			require.FailNow(t, "port-forward ended before it was ready", "%s: %v", proto, err)
-		}
-		ports, err := pf.GetPorts()
-		require.NoError(t, err, proto)
+	for proto, d := range portForwardDialers(t, n, "/portForward/ns/p0") {
+		ports, stop := forwardPorts(t, proto, d, "0:80", "0:8080")
 		require.Len(t, ports, 2, proto)
 		for _, p := range ports {
 			c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(p.Local))))
@@ -245,7 +224,42 @@ func TestPortForward(t *testing.T) {
 			assert.Equal(t, fmt.Sprintf("%d:ping", p.Remote), string(got), proto)
 			c.Close()
 		}
-		close(stop)
+		stop()
+	}
+}
+
+// portForwardDialers are the two ways kubectl port-forwards: SPDY, and
+// SPDY tunnelled in WebSocket.
+func portForwardDialers(t *testing.T, n *node, path string) map[string]httpstream.Dialer {
+	u, err := url.Parse(n.url + path)
+	require.NoError(t, err)
+	transport, upgrader, err := spdy.RoundTripperFor(n.restConfig())
+	require.NoError(t, err)
+	tunnel, err := portforward.NewSPDYOverWebsocketDialer(u, n.restConfig())
+	require.NoError(t, err)
+	return map[string]httpstream.Dialer{
+		"SPDY":      spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u),
+		"WebSocket": tunnel,
+	}
+}
+
+// forwardPorts forwards ports (local:remote) through d and returns the
+// ports forwarded, and a function that stops and checks the session.
+func forwardPorts(t *testing.T, proto string, d httpstream.Dialer, ports ...string) ([]portforward.ForwardedPort, func()) {
+	stopCh, ready := make(chan struct{}), make(chan struct{})
+	pf, err := portforward.NewOnAddresses(d, []string{"127.0.0.1"}, ports, stopCh, ready, io.Discard, io.Discard)
+	require.NoError(t, err, proto)
+	done := make(chan error, 1)
+	go func() { done <- pf.ForwardPorts() }()
+	select {
+	case <-ready:
+	case err := <-done:
+		require.FailNow(t, "port-forward ended before it was ready", "%s: %v", proto, err)
+	}
+	forwarded, err := pf.GetPorts()
+	require.NoError(t, err, proto)
+	return forwarded, func() {
+		close(stopCh)
 		require.NoError(t, <-done, proto)
 	}
 }
