@@ -34,6 +34,7 @@ var (
 	_ criapi.PodSandboxManager = (*Client)(nil)
 	_ criapi.ContainerManager  = (*Client)(nil)
 	_ ImageStatusReader        = (*Client)(nil)
+	_ StatsLister              = (*Client)(nil)
 )
 
 // Dial returns a Client for the CRI endpoint, "unix:///path/to/socket" or
@@ -248,6 +249,25 @@ func (c *Client) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.Con
 			return ctx.Err()
 		}
 	}
+}
+
+// ListContainerStats returns the stats of the containers filter selects.
+func (c *Client) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	resp, err := c.runtime.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: filter})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetStats(), nil
+}
+
+// ListPodSandboxStats returns the stats of the sandboxes filter selects;
+// a runtime without it answers a gRPC Unimplemented error.
+func (c *Client) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
+	resp, err := c.runtime.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{Filter: filter})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetStats(), nil
 }
 
 // ImageStatus returns an image's status; its Image is nil when the image

@@ -24,6 +24,19 @@
 // derives a v1.PodStatus from it: pod IPs, container states and exit
 // codes, restart counts, conditions and the phase.
 //
+// For the kubelet API of the node (examples/kube/kubeletserver), the
+// Syncer also answers what a kubelet asks its CRI runtime:
+//
+//   - GetExec, GetAttach and GetPortForward return the URL of the
+//     runtime's own streaming server for a session (CRI Exec, Attach and
+//     PortForward on the pod's running container or ready sandbox): the
+//     kubelet API proxies kubectl exec, attach, cp and port-forward there,
+//     and the runtime's streaming does the work;
+//   - PodStats measures the running pods with ListContainerStats and
+//     ListPodSandboxStats (Options.Stats), for the Summary API and the
+//     resource metrics (kubectl top);
+//   - RunningPods lists the pods that run now, for /runningpods.
+//
 // Client speaks the CRI over gRPC to a runtime's unix socket and serves
 // every role the Syncer takes; tests use cri-api's FakeRuntimeService
 // instead.

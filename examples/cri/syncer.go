@@ -91,6 +91,10 @@ type Options struct {
 	// Clock is the syncer's source of time (restart back-off, status
 	// timestamps). Defaults to the real clock.
 	Clock clock.PassiveClock
+	// Stats measures containers and sandboxes for PodStats (a Client, or
+	// the runtime service that serves the syncer). Defaults to nil:
+	// PodStats fails.
+	Stats StatsLister
 }
 
 // Syncer runs pods through the CRI: it implements podworker.PodSyncer for

@@ -75,6 +75,10 @@ func (f *authFilter) wrap(next http.Handler) http.Handler {
 			f.log.V(2).Info("Unauthorized kubelet API request", "path", r.URL.Path, "error", err.Error())
 		}
 		if err != nil || !ok {
+			// A client without a credential gets nothing more from this
+			// connection: it is closed once the answer is written, rather
+			// than kept alive for a next request.
+			w.Header().Set("Connection", "close")
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
@@ -103,7 +107,11 @@ func (f *authFilter) wrap(next http.Handler) http.Handler {
 
 // attributes returns what the request asks for, as the kubelet names it:
 // the Node of this node, with the subresource of the path (the first
-// allowed one wins).
+// allowed one wins): "stats" for /stats, "metrics" for /metrics and
+// /metrics/resource, "pods" or "proxy" for /pods and /runningpods (the
+// kubelet's fine-grained authorization), "healthz" or "proxy" for
+// /healthz, and "proxy" for the rest: container logs, exec, attach and
+// port-forward.
 func (f *authFilter) attributes(u user.Info, r *http.Request) []authorizer.Attributes {
 	var verb string
 	switch r.Method {
@@ -122,8 +130,12 @@ func (f *authFilter) attributes(u user.Info, r *http.Request) []authorizer.Attri
 	}
 	var subresources []string
 	switch path := r.URL.Path; {
+	case isSubpath(path, "/stats"):
+		subresources = []string{"stats"}
 	case isSubpath(path, "/metrics"):
 		subresources = []string{"metrics"}
+	case isSubpath(path, "/pods"), isSubpath(path, "/runningpods"):
+		subresources = []string{"pods", "proxy"}
 	case isSubpath(path, "/healthz"):
 		subresources = []string{"healthz", "proxy"}
 	default:

@@ -1,7 +1,10 @@
 package kubeletserver
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -20,9 +23,12 @@ import (
 const followHeaderDelay = 500 * time.Millisecond
 
 // containerLogs serves GET /containerLogs/{namespace}/{pod}/{container}.
+// A followed log is a long-lived stream (Options.MaxStreams,
+// MaxStreamsPerPod, StreamIdleTimeout); a plain one is a log read
+// (Options.MaxLogReads), which streams cannot starve.
 func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	namespace, name, container := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
-	opts, status, err := ParseLogOptions(r.URL.Query(), time.Now())
+	opts, status, err := ParseLogOptions(r.URL.Query(), s.opts.Clock.Now())
 	if err != nil {
 		http.Error(w, err.Error(), status)
 		return
@@ -36,25 +42,45 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("container %q not found in pod %q", container, name), http.StatusNotFound)
 		return
 	}
-	select {
-	case s.streams <- struct{}{}:
-		defer func() { <-s.streams }()
-	default:
-		http.Error(w, fmt.Sprintf("too many log requests at once (at most %d)", s.opts.MaxLogStreams), http.StatusTooManyRequests)
-		return
+	ctx := r.Context()
+	fw := &flushWriter{w: w, rc: http.NewResponseController(w)}
+	if opts.Follow {
+		release, err := s.streams.acquire(pod.UID)
+		if err != nil {
+			tooMany(w, err)
+			return
+		}
+		defer release()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		idle := newIdleTimer(s.opts.Clock, s.opts.StreamIdleTimeout, cancel)
+		defer idle.stop()
+		fw.idle, fw.writeTimeout = idle, s.opts.StreamIdleTimeout
+		t := s.opts.Clock.AfterFunc(followHeaderDelay, fw.commit)
+		defer t.Stop()
+	} else {
+		select {
+		case s.logReads <- struct{}{}:
+			defer func() { <-s.logReads }()
+		default:
+			tooMany(w, fmt.Errorf("too many log reads on this node at once: at most %d", s.opts.MaxLogReads))
+			return
+		}
 	}
 
-	fw := &flushWriter{w: w}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if opts.Follow {
-		t := time.AfterFunc(followHeaderDelay, fw.commit)
-		defer t.Stop()
-	}
-	err = s.opts.ContainerLogs(r.Context(), pod, container, opts, fw)
+	err = s.opts.ContainerLogs(ctx, pod, container, opts, fw)
 	if !fw.finish(err) && err != nil {
 		// The status was sent: the stream just ends.
 		s.opts.Logger.V(2).Info("Container log stream ended with an error", "pod", namespace+"/"+name, "container", container, "error", err.Error())
 	}
+}
+
+// tooMany answers 429 with err's message.
+func tooMany(w http.ResponseWriter, err error) {
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, err.Error(), http.StatusTooManyRequests)
 }
 
 // hasContainer says whether pod has a container (of any kind) named name.
@@ -80,9 +106,13 @@ func hasContainer(pod *v1.Pod, name string) bool {
 // ParseLogOptions reads the query of a containerLogs request, as the
 // kubelet does: the fields of v1.PodLogOptions by their JSON names, plus
 // the legacy tail (a count, or "all"). sinceSeconds is turned into
-// SinceTime, counted back from now. It returns the HTTP status of the
-// error: 400 for a value that cannot be read, 422 for values that are
-// invalid together or out of range (v1.PodLogOptions' validation).
+// SinceTime, counted back from now; a window reaching back past the Unix
+// epoch saturates to the whole log (SinceTime nil). tailLines and
+// limitBytes take any count up to the largest int64, which means all of
+// the log. It returns the HTTP status of the error: 400 for a value that
+// cannot be read or is out of that range, 422 for values that are
+// invalid together or below their minimum (v1.PodLogOptions'
+// validation, as the kubelet answers).
 func ParseLogOptions(q url.Values, now time.Time) (*v1.PodLogOptions, int, error) {
 	opts := &v1.PodLogOptions{}
 	bad := func(format string, args ...any) (*v1.PodLogOptions, int, error) {
@@ -117,10 +147,14 @@ func ParseLogOptions(q url.Values, now time.Time) (*v1.PodLogOptions, int, error
 			continue
 		}
 		parsed, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
+		switch {
+		case errors.Is(err, strconv.ErrRange) && parsed > 0:
+			return bad("%s=%s is out of range: at most %d", n.name, v, int64(math.MaxInt64))
+		case errors.Is(err, strconv.ErrRange):
+			return invalid("%s must be at least %d, got %s", n.name, n.min, v)
+		case err != nil:
 			return bad("%s=%q is not an integer", n.name, v)
-		}
-		if parsed < n.min {
+		case parsed < n.min:
 			return invalid("%s must be at least %d, got %d", n.name, n.min, parsed)
 		}
 		*n.to = ptr.To(parsed)
@@ -136,7 +170,11 @@ func ParseLogOptions(q url.Values, now time.Time) (*v1.PodLogOptions, int, error
 		return invalid("at most one of sinceTime or sinceSeconds may be specified")
 	}
 	if opts.SinceSeconds != nil {
-		opts.SinceTime = &metav1.Time{Time: now.Add(-time.Duration(*opts.SinceSeconds) * time.Second)}
+		// A Duration holds 292 years: count back in seconds, and saturate
+		// at the epoch, before which no log was written.
+		if since := *opts.SinceSeconds; since < now.Unix() {
+			opts.SinceTime = &metav1.Time{Time: now.Add(-time.Duration(since) * time.Second)}
+		}
 		opts.SinceSeconds = nil
 	}
 	if v := q.Get("stream"); v != "" && v != v1.LogStreamAll {
@@ -158,11 +196,17 @@ func cloneWith(q url.Values, key, value string) url.Values {
 
 // flushWriter sends the response headers (200) on the first write, or
 // when commit is called, and flushes every write so a followed log reaches
-// the client line by line. It is safe for concurrent use; after finish it
-// writes nothing more.
+// the client line by line. For a followed log, each write counts as
+// activity for the idle timer and may block at most writeTimeout (a
+// client that stops reading is an idle one). It is safe for concurrent
+// use; after finish it writes nothing more.
 type flushWriter struct {
+	w            http.ResponseWriter
+	rc           *http.ResponseController
+	idle         *idleTimer    // nil for a plain read
+	writeTimeout time.Duration // with idle
+
 	mu         sync.Mutex
-	w          http.ResponseWriter
 	sent, done bool
 }
 
@@ -173,9 +217,16 @@ func (f *flushWriter) Write(p []byte) (int, error) {
 		return 0, http.ErrHandlerTimeout
 	}
 	f.sent = true
+	if f.idle != nil {
+		// Errors: the writer cannot have deadlines (a test's recorder).
+		_ = f.rc.SetWriteDeadline(time.Now().Add(f.writeTimeout))
+	}
 	n, err := f.w.Write(p)
-	if fl, ok := f.w.(http.Flusher); ok {
-		fl.Flush()
+	if err == nil {
+		err = f.rc.Flush()
+	}
+	if f.idle != nil {
+		f.idle.activity()
 	}
 	return n, err
 }
@@ -189,9 +240,7 @@ func (f *flushWriter) commit() {
 	}
 	f.sent = true
 	f.w.WriteHeader(http.StatusOK)
-	if fl, ok := f.w.(http.Flusher); ok {
-		fl.Flush()
-	}
+	_ = f.rc.Flush()
 }
 
 // finish ends the response: with err, as a 400 if no status was sent yet
