@@ -24,6 +24,9 @@ type Mount struct {
 	MountPoint string
 	// FSType is the file system's type, e.g. "cgroup2".
 	FSType string
+	// Super is the file system's own options, e.g. "rw,pids" for a
+	// cgroup v1 hierarchy of the pids controller.
+	Super string
 }
 
 // maxLine bounds one line of the table (the kernel writes paths of up to
@@ -60,7 +63,11 @@ func parse(r io.Reader) ([]Mount, error) {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		out = append(out, Mount{ID: id, Parent: parent, Root: unescape(fields[3]), MountPoint: unescape(fields[4]), FSType: postFields[0]})
+		m := Mount{ID: id, Parent: parent, Root: unescape(fields[3]), MountPoint: unescape(fields[4]), FSType: postFields[0]}
+		if len(postFields) > 2 {
+			m.Super = postFields[2]
+		}
+		out = append(out, m)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("mountinfo: %w", err)

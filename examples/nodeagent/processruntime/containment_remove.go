@@ -9,7 +9,8 @@ import (
 )
 
 // RemoveCgroups removes the cgroups the process runtime of stateDir made
-// for its pods, and its own cgroup, once no process is left in them.
+// for its pods, and its own cgroups, once no process is left in them: its
+// cgroup v2 tree and the cgroup v1 directories it limits pods with.
 //
 // A Runtime's Close removes the cgroups that hold no process and keeps
 // those of pods still running, for a later Runtime on stateDir to adopt.
@@ -22,6 +23,15 @@ import (
 // cgroup v2, not Linux) is not an error. Call it from any goroutine, but
 // not while a Runtime uses stateDir.
 func RemoveCgroups(stateDir string) error {
+	v1err := removeV1Cgroups(stateDir)
+	if v1err != nil {
+		v1err = fmt.Errorf("processruntime: %w", v1err)
+	}
+	return errors.Join(removeV2Cgroups(stateDir), v1err)
+}
+
+// removeV2Cgroups removes the pods' cgroup v2 tree (see RemoveCgroups).
+func removeV2Cgroups(stateDir string) error {
 	b, err := os.ReadFile(filepath.Join(stateDir, cgroupRecordFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

@@ -31,6 +31,9 @@ func (r *Runtime) snapshotLocked(p *podState) PodStatus {
 	now := s.Time
 	add := func(c *container) ContainerStatus {
 		cs := ContainerStatus{Name: c.rec.Name, Image: c.image, RestartCount: int32(c.rec.Restarts), Exit: copyExit(c.rec.Exit), LastExit: copyExit(c.rec.LastExit)}
+		if c.waiting != nil && c.proc == nil {
+			cs.WaitReason, cs.WaitMessage = c.waiting.Reason, c.waiting.Message
+		}
 		switch {
 		case c.proc != nil:
 			cs.State, cs.PID, cs.StartedAt, cs.ID = ContainerStateRunning, c.proc.pid, c.proc.startedAt, c.proc.id

@@ -93,6 +93,9 @@ type ContainerStatus struct {
 	// backoff, that backoff: it may start again BackOff after its exit.
 	// Zero when the restart is immediate, as the first one is.
 	BackOff time.Duration
+	// WaitReason and WaitMessage, when set, say why the container cannot
+	// be created and waits (ReasonCreateContainerConfigError).
+	WaitReason, WaitMessage string
 }
 
 // PodStatus is a snapshot of one pod as the runtime sees it: the T of the
@@ -211,6 +214,11 @@ func apiContainerStatuses(pod *v1.Pod, specs []v1.Container, have []ContainerSta
 			st.LastTerminationState = v1.ContainerState{Terminated: terminated(c.LastExit)}
 		}
 		switch {
+		case ok && c.WaitReason != "" && c.State != ContainerStateRunning && !stopped:
+			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: c.WaitReason, Message: c.WaitMessage}}
+			if c.Exit != nil {
+				st.LastTerminationState = v1.ContainerState{Terminated: terminated(c.Exit)}
+			}
 		case !ok || c.State == ContainerStateWaiting && c.Exit == nil:
 			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waitReason}}
 		case c.State == ContainerStateRunning:

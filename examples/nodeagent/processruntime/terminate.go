@@ -48,6 +48,9 @@ func (r *Runtime) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ PodStat
 	if err := r.stop(ctx, procs, time.Duration(max(gracePeriod, 1))*time.Second); err != nil {
 		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)
 	}
+	if err := r.stopSandbox(p); err != nil {
+		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)
+	}
 	if err := r.sweepPod(ctx, pod.UID, false); err != nil {
 		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)
 	}
@@ -189,6 +192,11 @@ func (r *Runtime) SyncTerminatingRuntimePod(ctx context.Context, rp podworker.Ru
 	if err := r.stop(ctx, procs, time.Second); err != nil {
 		return fmt.Errorf("processruntime: stopping runtime pod %s (%s): %w", name, rp.UID, err)
 	}
+	if p != nil {
+		if err := r.stopSandbox(p); err != nil {
+			return fmt.Errorf("processruntime: stopping runtime pod %s (%s): %w", name, rp.UID, err)
+		}
+	}
 	if err := r.sweepPod(ctx, rp.UID, true); err != nil {
 		return fmt.Errorf("processruntime: stopping runtime pod %s (%s): %w", name, rp.UID, err)
 	}
@@ -220,9 +228,15 @@ func (r *Runtime) remove(uid types.UID, name string) error {
 		if err := p.requireStoppedLocked(name); err != nil {
 			return err
 		}
+		if err := r.releaseSandboxLocked(p); err != nil {
+			return err
+		}
 		delete(r.pods, uid)
 	}
 	if err := r.removePodCgroup(uid); err != nil {
+		return fmt.Errorf("processruntime: removing pod %s: %w", name, err)
+	}
+	if err := r.limits.remove(uid); err != nil {
 		return fmt.Errorf("processruntime: removing pod %s: %w", name, err)
 	}
 	if err := os.RemoveAll(r.PodDir(uid)); err != nil {

@@ -150,7 +150,11 @@ func mountVolume(m Mount) error {
 		return err
 	}
 	if m.ReadOnly {
-		return unix.MountSetattr(unix.AT_FDCWD, m.Target, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+		flags := uint(0)
+		if m.RecursiveReadOnly {
+			flags = unix.AT_RECURSIVE
+		}
+		return unix.MountSetattr(unix.AT_FDCWD, m.Target, flags, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
 	}
 	return nil
 }

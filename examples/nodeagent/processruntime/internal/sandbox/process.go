@@ -52,6 +52,9 @@ type Mount struct {
 	SubPath  string `json:"subPath,omitempty"`
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
+	// RecursiveReadOnly makes what is mounted below the volume read-only
+	// too (recursiveReadOnly); ReadOnly alone leaves it as it is.
+	RecursiveReadOnly bool `json:"recursiveReadOnly,omitempty"`
 }
 
 // ErrGone is returned by a Conn's methods once the connection has ended:

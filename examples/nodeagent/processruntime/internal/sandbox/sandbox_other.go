@@ -23,6 +23,7 @@ type Launch struct {
 	Log    *os.File
 	Run    func(cmd *exec.Cmd) error
 	Placed func(pid int) error
+	Env    []string
 }
 
 // Start fails: only Linux has sandboxes.
@@ -44,6 +45,9 @@ func (c *Conn) Wait(context.Context, string) (ExitStatus, error)     { return Ex
 func (c *Conn) Create(context.Context, string, *ProcessSpec, *os.File, *os.File) (Process, error) {
 	return Process{}, ErrGone
 }
+
+// Available fails: only Linux has sandboxes.
+func Available() error { return errNotLinux }
 
 // SeccompSupported is false off Linux.
 func SeccompSupported() bool { return false }

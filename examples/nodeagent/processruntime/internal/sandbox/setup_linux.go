@@ -148,8 +148,16 @@ func startInit(c *Config, root string) (int, *os.File, error) {
 		// the namespace's capabilities across it.
 		sys.Credential = &syscall.Credential{Uid: 0, Gid: 0}
 	}
+	// The init's environment is the setup stage's (Launch.Env), but for
+	// the stage it runs.
+	env := []string{MarkerEnv + "=" + stageInit}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, MarkerEnv+"=") {
+			env = append(env, kv)
+		}
+	}
 	proc, err := os.StartProcess(selfExe, []string{"podkit-sandbox-init"}, &os.ProcAttr{
-		Env:   []string{MarkerEnv + "=" + stageInit, stageGORACE},
+		Env:   env,
 		Files: []*os.File{devNull, os.Stderr, os.Stderr, os.NewFile(setupFDListener, "listener"), cfgR, readyW},
 		Sys:   sys,
 	})

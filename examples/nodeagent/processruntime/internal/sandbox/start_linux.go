@@ -37,6 +37,11 @@ type Launch struct {
 	// runs, before it does anything: the runtime puts it in cgroup v1
 	// hierarchies there. An error stops the start.
 	Placed func(pid int) error
+	// Env is added to the environment of the setup stage and the init
+	// ("KEY=value" each): the runtime's identifiers of the pod, so that a
+	// scan of the process table finds the init with the pod's processes.
+	// The init's environment is not the containers': they get their own.
+	Env []string
 }
 
 // Start starts the sandbox c describes and returns its init's PID, once
@@ -87,7 +92,7 @@ func Start(ctx context.Context, c *Config, l Launch) (int, error) {
 	cmd := &exec.Cmd{
 		Path:       selfExe,
 		Args:       []string{"podkit-sandbox-setup"},
-		Env:        []string{MarkerEnv + "=" + stageSetup, stageGORACE},
+		Env:        append([]string{MarkerEnv + "=" + stageSetup, stageGORACE}, l.Env...),
 		Dir:        "/",
 		Stdout:     log,
 		Stderr:     log,
