@@ -45,4 +45,4 @@ type Process struct {
 
 // ScanProcesses returns an error: it needs Linux's /proc.
 func ScanProcesses(func(podUID string) bool) ([]Process, error) { return nil, errUnsupportedOS }
-func killChild(int)                           {}
+func killChild(int)                                             {}

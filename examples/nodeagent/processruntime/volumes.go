@@ -209,11 +209,11 @@ func prepareHostPath(h *v1.HostPathVolumeSource) error {
 	}
 	mode := fi.Mode()
 	ok := map[v1.HostPathType]bool{
-		v1.HostPathDirectory:   mode.IsDir(),
-		v1.HostPathFile:        mode.IsRegular(),
-		v1.HostPathSocket:      mode&os.ModeSocket != 0,
-		v1.HostPathCharDev:     mode&os.ModeCharDevice != 0,
-		v1.HostPathBlockDev:    mode&os.ModeDevice != 0 && mode&os.ModeCharDevice == 0,
+		v1.HostPathDirectory: mode.IsDir(),
+		v1.HostPathFile:      mode.IsRegular(),
+		v1.HostPathSocket:    mode&os.ModeSocket != 0,
+		v1.HostPathCharDev:   mode&os.ModeCharDevice != 0,
+		v1.HostPathBlockDev:  mode&os.ModeDevice != 0 && mode&os.ModeCharDevice == 0,
 	}
 	if !ok[typ] {
 		return fmt.Errorf("%s is not a %s", h.Path, typ)
