@@ -135,17 +135,10 @@ func (a *Agent) Workers(ctx context.Context) (*podworker.PodWorkers[processrunti
 }
 
 // ReasonUnsupportedPod is the admission rejection reason of a pod the
-// process runtime cannot run (processruntime.ValidatePod says why).
-const ReasonUnsupportedPod = "UnsupportedPod"
-
-// admitRunnable rejects pods the process runtime cannot run, so they fail
-// at once with the reason in their status instead of retrying forever.
-var admitRunnable = admission.HandlerFunc(func(_ context.Context, attrs *admission.Attributes) admission.Result {
-	if err := processruntime.ValidatePod(attrs.Pod); err != nil {
-		return admission.Result{Reason: ReasonUnsupportedPod, Message: err.Error()}
-	}
-	return admission.Result{Admit: true}
-})
+// process runtime cannot run (processruntime.Runtime.ValidatePod says why;
+// the runtime, an admission handler, gives its other reasons too, such as
+// processruntime.ReasonHostAccessNotAllowed).
+const ReasonUnsupportedPod = processruntime.ReasonUnsupportedPod
 
 // NodeObject returns the Node an agent registers for nodeName: the
 // well-known hostname, OS and architecture labels, a Hostname address, and
@@ -292,7 +285,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	handler, err := lifecycle.NewHandler(workers, store, lifecycle.Options{
-		AdmitHandlers: append([]admission.Handler{admitRunnable}, resourceAdmission(node)...),
+		// The runtime refuses, at once and with its reason, the pods it
+		// cannot run.
+		AdmitHandlers: append([]admission.Handler{rt}, resourceAdmission(node)...),
 		Recorder:      recorder,
 		MirrorClient:  mirrors,
 		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {

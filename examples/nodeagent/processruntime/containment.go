@@ -63,6 +63,9 @@ type Containment struct {
 	// Limits says how each kind of pod limit is enforced; Limits.Missing
 	// lists those the machine lacks, for the Node's conditions or events.
 	Limits Limits
+	// Network says how pods are networked: the host's network, a
+	// namespace each with a loopback only, or on the node's bridge.
+	Network string
 }
 
 // String describes the containment in one line, for an agent's startup
@@ -84,6 +87,9 @@ func (c Containment) String() string {
 			b.WriteString("; " + k.kind + " limited through " + k.how)
 		}
 	}
+	if c.Network != "" {
+		b.WriteString("; " + c.Network)
+	}
 	if m := c.Limits.Missing(); len(m) > 0 {
 		b.WriteString("; not limited (the machine has no controller for it): " + strings.Join(m, ", "))
 	}
@@ -93,7 +99,7 @@ func (c Containment) String() string {
 // Containment returns how the runtime contains, isolates and limits the
 // processes of its pods. It is fixed at Open.
 func (r *Runtime) Containment() Containment {
-	c := Containment{Fallback: r.noCgroupReason, Sandbox: r.sandboxes != nil, SandboxFallback: r.noSandboxReason, Limits: r.limits.kinds()}
+	c := Containment{Fallback: r.noCgroupReason, Sandbox: r.sandboxes != nil, SandboxFallback: r.noSandboxReason, Limits: r.limits.kinds(), Network: r.networkDescription()}
 	if r.cgroups != nil {
 		c.Cgroup, c.Fallback = r.cgroups.base, ""
 	}

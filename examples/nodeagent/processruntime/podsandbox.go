@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,8 +73,12 @@ type sandboxRecord struct {
 	PID        int    `json:"pid,omitempty"`
 	StartTicks uint64 `json:"startTicks,omitempty"`
 	BootID     string `json:"bootID,omitempty"`
-	// NetNS is false when the pod shares the host's network.
-	NetNS bool `json:"netns,omitempty"`
+	// NetNS is false when the pod shares the host's network. Attached:
+	// its namespace is the pod network's (Options.PodCIDR), IPs its
+	// addresses there.
+	NetNS    bool     `json:"netns,omitempty"`
+	Attached bool     `json:"attached,omitempty"`
+	IPs      []string `json:"ips,omitempty"`
 }
 
 // podSandbox is a pod's sandbox while its init runs.
@@ -190,8 +195,21 @@ func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod, sl
 	if r.limits.rlimit {
 		cfg.MaxProcs = uint64(lim.pids)
 	}
+	var netns *os.File
+	if !pod.Spec.HostNetwork {
+		var ips []netip.Addr
+		if netns, ips, err = r.attachNetwork(ctx, p.uid); err != nil {
+			release()
+			return nil, fmt.Errorf("attaching the pod to the network: %w", err)
+		}
+		if netns != nil {
+			defer netns.Close()
+			cfg.JoinNetNS, rec.Attached, rec.IPs = true, true, addrStrings(ips)
+		}
+	}
 	socket := filepath.Join(dir, "init.sock")
 	pid, err := sandbox.Start(ctx, cfg, sandbox.Launch{
+		NetNS:  netns,
 		Socket: socket,
 		Log:    log,
 		Run: func(cmd *exec.Cmd) error {
@@ -329,8 +347,15 @@ func (r *Runtime) releaseSandboxLocked(p *podState) error {
 	if p.sb != nil && !p.sb.ended() {
 		return fmt.Errorf("processruntime: the sandbox of pod %s/%s still runs", p.namespace, p.name)
 	}
-	if rec, ok := readSandboxRecord(p.dir); ok && r.sandboxes != nil {
-		r.sandboxes.release(rec.Slot, p.uid)
+	if rec, ok := readSandboxRecord(p.dir); ok {
+		if rec.Attached {
+			if err := r.detachNetwork(p.uid); err != nil {
+				return err
+			}
+		}
+		if r.sandboxes != nil {
+			r.sandboxes.release(rec.Slot, p.uid)
+		}
 	}
 	p.sb = nil
 	for _, f := range []string{sandboxFile, sandboxDir, volumesDir} {
@@ -350,16 +375,31 @@ func readSandboxRecord(podDir string) (sandboxRecord, bool) {
 }
 
 // NetNS returns the path of the network namespace of the pod's sandbox
-// (/proc/<init>/ns/net), for an agent to attach the pod to its network;
-// "" when the pod has no sandbox running or shares the host's network.
+// (the pod network's, or /proc/<init>/ns/net), for what must enter it
+// (setns); "" when the pod has no sandbox running or shares the host's
+// network.
 func (r *Runtime) NetNS(uid types.UID) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.pods[uid]
-	if p == nil || p.sb == nil || p.sb.ended() || !p.sb.rec.NetNS {
+	switch {
+	case p == nil || p.sb == nil || p.sb.ended() || !p.sb.rec.NetNS:
 		return ""
+	case p.sb.rec.Attached && r.network != nil:
+		return r.network.NetnsPath(uid)
 	}
 	return fmt.Sprintf("/proc/%d/ns/net", p.sb.rec.PID)
+}
+
+// closeSandboxConns closes the connections to the sandboxes' inits.
+func (r *Runtime) closeSandboxConns() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pods {
+		if p.sb != nil && p.sb.conn != nil {
+			p.sb.conn.Close()
+		}
+	}
 }
 
 // podHostname is the pod's hostname as the kubelet makes it: spec.hostname

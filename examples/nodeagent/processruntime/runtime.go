@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/podnet"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/sandbox"
 	"github.com/podkit/podkit/podworker"
 )
@@ -128,6 +130,16 @@ type Options struct {
 	// ImageUsers tells which user an image runs as, for containers without
 	// runAsUser. Defaults to none: they run as root inside their pod.
 	ImageUsers ImageUsers
+	// PodCIDR, when set, gives sandboxed pods a network: a network
+	// namespace each (owned by the host's user namespace: the pod's root
+	// cannot reconfigure it), attached to a bridge of the node's
+	// (BridgeName) with an IPv4 address of the range, which the pod's
+	// status reports. Defaults to none: each sandbox has a network
+	// namespace with only a loopback. See Network in the package doc.
+	PodCIDR netip.Prefix
+	// BridgeName names the node's bridge. Defaults to podkit0; agents
+	// sharing a machine need one each (and disjoint PodCIDRs).
+	BridgeName string
 	// Volumes provides the content of the volumes the runtime does not make
 	// itself. Defaults to none: such volumes are mounted empty and
 	// read-only, and the pod gets a VolumeNotProvided warning.
@@ -192,6 +204,8 @@ type Runtime struct {
 	volumeSource VolumeSource
 	limits       *limiter
 	pidsLimit    int64
+	// network is the pod network; nil without Options.PodCIDR.
+	network *podnet.Network
 
 	// closing is closed by Close; watchers of adopted processes then stop.
 	// closingCtx ends with it.
@@ -403,6 +417,13 @@ func Open(opts Options) (*Runtime, error) {
 	r.limits = openLimiter(abs, r.cgroups, r.pidsLimit, r.sandboxes != nil)
 	r.closingCtx, r.closingCancel = context.WithCancel(context.Background())
 	r.recoverState()
+	if err := r.openNetwork(abs, opts); err != nil {
+		r.closeSandboxConns()
+		r.closingCancel()
+		r.lock.Close()
+		return nil, err
+	}
+	r.reattachNetworks()
 	return r, nil
 }
 
@@ -435,14 +456,11 @@ func (r *Runtime) Close() error {
 		r.closingCancel()
 		// What waits on a sandbox's connection stops with it; the sandboxes
 		// keep running, for a later Runtime to connect to.
-		r.mu.Lock()
-		for _, p := range r.pods {
-			if p.sb != nil && p.sb.conn != nil {
-				p.sb.conn.Close()
-			}
-		}
-		r.mu.Unlock()
+		r.closeSandboxConns()
 		r.watchers.Wait()
+		if r.network != nil {
+			_ = r.network.Close()
+		}
 		if r.cgroups != nil {
 			r.cgroups.removeEmpty()
 		}

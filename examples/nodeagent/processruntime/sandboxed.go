@@ -24,7 +24,7 @@ func procName(container string, instance int) string {
 
 // processSpec is what the container stage runs for spec: the container's
 // command, environment and working directory (default: the pod's scratch
-// directory, bound at its host path), its identity and view.
+// directory, at ScratchPath), its identity and view.
 func (r *Runtime) processSpec(p *podState, pod *v1.Pod, spec *v1.Container) (*sandbox.ProcessSpec, *reasonMessage) {
 	sec := effectiveSecurity(pod, spec)
 	uid, gid, groups, waiting := r.identity(pod, spec, sec)
@@ -40,12 +40,13 @@ func (r *Runtime) processSpec(p *podState, pod *v1.Pod, spec *v1.Container) (*sa
 		GID:             gid,
 		Groups:          groups,
 		Capabilities:    sec.capabilities(),
+		AllCapabilities: sec.privileged,
 		NoNewPrivileges: sec.noNewPrivileges,
 		ReadOnlyRoot:    sec.readOnlyRoot,
 		UnmaskedProc:    sec.unmaskedProc,
 	}
 	if ps.Dir == "" {
-		ps.Dir = filepath.Join(p.dir, scratchDir)
+		ps.Dir = ScratchPath
 	}
 	if sec.seccomp != nil && sec.seccomp.Type == v1.SeccompProfileTypeRuntimeDefault && !sec.privileged {
 		ps.Seccomp = sandbox.SeccompRuntimeDefault

@@ -28,6 +28,9 @@ func (r *Runtime) NothingRunning(status PodStatus) bool { return !status.Running
 // snapshotLocked builds the pod's PodStatus.
 func (r *Runtime) snapshotLocked(p *podState) PodStatus {
 	s := PodStatus{UID: p.uid, Namespace: p.namespace, Name: p.name, StartedAt: p.startedAt, Stopped: p.stopped, Time: r.clock.Now(), finalize: p.finalize}
+	if p.sb != nil {
+		s.PodIPs = append([]string(nil), p.sb.rec.IPs...)
+	}
 	now := s.Time
 	add := func(c *container) ContainerStatus {
 		cs := ContainerStatus{Name: c.rec.Name, Image: c.image, RestartCount: int32(c.rec.Restarts), Exit: copyExit(c.rec.Exit), LastExit: copyExit(c.rec.LastExit)}

@@ -116,6 +116,10 @@ type PodStatus struct {
 	Containers     []ContainerStatus
 	// Time is when the snapshot was taken (the runtime's clock).
 	Time time.Time
+	// PodIPs are the pod's addresses on the pod network (Options.PodCIDR),
+	// from its sandbox's start to its cleanup; none for a pod in the host's
+	// network, or without a pod network.
+	PodIPs []string
 
 	// finalize is the PodStatusFunc of the kill that stopped the pod.
 	finalize func(*v1.PodStatus)
@@ -175,6 +179,12 @@ func APIStatus(pod *v1.Pod, s PodStatus) v1.PodStatus {
 	if !s.StartedAt.IsZero() {
 		t := metav1.NewTime(s.StartedAt)
 		out.StartTime = &t
+	}
+	for _, ip := range s.PodIPs {
+		out.PodIPs = append(out.PodIPs, v1.PodIP{IP: ip})
+	}
+	if len(s.PodIPs) > 0 {
+		out.PodIP = s.PodIPs[0]
 	}
 	if s.Stopped {
 		markUnknownTerminated(out.InitContainerStatuses, out.ContainerStatuses)

@@ -34,13 +34,19 @@ func (f VolumeSourceFunc) VolumeDir(pod *v1.Pod, volume *v1.Volume) (string, err
 
 var _ VolumeSource = VolumeSourceFunc(nil)
 
+// ScratchPath is where a sandboxed pod sees its scratch directory (the
+// default working directory of its containers): at a path of its own, as
+// the directories above the scratch directory's host path are the state
+// directory's, out of the pod's reach.
+const ScratchPath = "/scratch"
+
 // ReasonVolumeNotProvided is the warning a pod gets for a volume the
 // runtime does not make and Options.Volumes does not provide: it is
 // mounted as an empty, read-only directory.
 const ReasonVolumeNotProvided = "VolumeNotProvided"
 
 // sandboxConfig is the sandbox of pod: its namespaces and identity, its
-// scratch directory at its host path, its volumes and their mount
+// scratch directory at ScratchPath, its volumes and their mount
 // points, and the masks. It creates the pod's scratch and emptyDir
 // directories, owned by the pod's root (hostID) and writable by all its
 // users, as a kubelet's emptyDir is, with the fsGroup's group. The
@@ -74,7 +80,7 @@ func (r *Runtime) sandboxConfig(p *podState, pod *v1.Pod, hostID uint32, stage s
 	if err := ownedByPod(scratch, hostID, fsGroup); err != nil {
 		return nil, nil, err
 	}
-	cfg.Binds = []sandbox.Bind{{Source: scratch, Target: scratch}}
+	cfg.Binds = []sandbox.Bind{{Source: scratch, Target: ScratchPath}}
 	var warnings []reasonMessage
 	sources := map[string]string{}
 	for i := range spec.Volumes {

@@ -227,6 +227,16 @@ func setIdentity(s *ProcessSpec) error {
 	if err != nil {
 		return err
 	}
+	held, err := boundingSet(last)
+	if err != nil {
+		return err
+	}
+	if s.AllCapabilities {
+		s.Capabilities = held
+	}
+	if missing := s.Capabilities &^ held; missing != 0 {
+		return fmt.Errorf("capabilities %s are not in the agent's bounding set, so it cannot give them", missing)
+	}
 	for c := 0; c <= last; c++ {
 		if c < 64 && s.Capabilities.Has(CapabilitySet(1)<<c) {
 			continue
@@ -285,4 +295,19 @@ func lastCapability() (int, error) {
 		return 0, fmt.Errorf("reading the last capability: %w", err)
 	}
 	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// boundingSet reads this thread's capability bounding set.
+func boundingSet(last int) (CapabilitySet, error) {
+	var set CapabilitySet
+	for c := 0; c <= last && c < 64; c++ {
+		r, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0, 0)
+		if e != 0 {
+			return 0, fmt.Errorf("reading the bounding set: %w", e)
+		}
+		if r == 1 {
+			set |= CapabilitySet(1) << c
+		}
+	}
+	return set, nil
 }

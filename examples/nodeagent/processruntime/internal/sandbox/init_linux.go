@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -87,7 +86,7 @@ func finishRoot(c *Config) error {
 			return fmt.Errorf("mounting the pod's /proc: %w", err)
 		}
 	}
-	if !c.HostNetwork && c.HostID != 0 {
+	if ownNetNS(c) && c.HostID != 0 {
 		// Shows the pod's network namespace. Without it, /sys stays empty.
 		if err := unix.Mount("sysfs", "sys", "sysfs", nosuid|unix.MS_NOEXEC|unix.MS_RDONLY, ""); err != nil {
 			fmt.Fprintf(os.Stderr, "podkit sandbox init: no /sys in the pod: %v\n", err)
@@ -103,19 +102,23 @@ func finishRoot(c *Config) error {
 			}
 		}
 	}
-	if !c.HostNetwork {
-		if c.Hostname != "" {
-			if err := unix.Sethostname([]byte(c.Hostname)); err != nil {
-				return fmt.Errorf("setting the pod's hostname: %w", err)
-			}
+	if !c.HostNetwork && c.Hostname != "" {
+		if err := unix.Sethostname([]byte(c.Hostname)); err != nil {
+			return fmt.Errorf("setting the pod's hostname: %w", err)
 		}
+	}
+	if ownNetNS(c) {
 		if err := loopbackUp(); err != nil {
 			return fmt.Errorf("bringing the pod's loopback up: %w", err)
 		}
 	}
-	for k, v := range c.Sysctls {
-		if err := os.WriteFile("proc/sys/"+strings.ReplaceAll(k, ".", "/"), []byte(v), 0); err != nil {
-			return fmt.Errorf("setting sysctl %s: %w", k, err)
+	// Those of a joined network namespace were set by the setup stage.
+	if err := setSysctls(c.Sysctls, false, "proc"); err != nil {
+		return err
+	}
+	if ownNetNS(c) {
+		if err := setSysctls(c.Sysctls, true, "proc"); err != nil {
+			return err
 		}
 	}
 	if err := unix.PivotRoot(".", "."); err != nil {
@@ -131,6 +134,9 @@ func finishRoot(c *Config) error {
 	}
 	return maskProc()
 }
+
+// ownNetNS reports whether the init made the pod's network namespace.
+func ownNetNS(c *Config) bool { return !c.HostNetwork && !c.JoinNetNS }
 
 // loopbackUp brings up lo, the only interface of a new network namespace.
 func loopbackUp() error {

@@ -25,6 +25,10 @@ type ProcessSpec struct {
 	// inheritable sets when it runs as UID 0. Those of the pod's user
 	// namespace, never the host's (unless Config.HostID is 0).
 	Capabilities CapabilitySet `json:"capabilities"`
+	// AllCapabilities gives the process every capability it may hold
+	// instead: its bounding set, the one the agent has (a privileged
+	// container). Capabilities beyond that set are refused.
+	AllCapabilities bool `json:"allCapabilities,omitempty"`
 	// NoNewPrivileges sets no_new_privs (allowPrivilegeEscalation: false).
 	NoNewPrivileges bool `json:"noNewPrivileges,omitempty"`
 	// Seccomp is the system call filter: "" for none (Unconfined) or

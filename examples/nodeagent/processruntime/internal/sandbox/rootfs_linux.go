@@ -276,10 +276,12 @@ func (r *rootFS) privateMounts(c *Config) error {
 			return fmt.Errorf("making the host's /proc visible: %w", err)
 		}
 	}
-	if c.HostNetwork || c.HostID == 0 {
-		// sysfs shows the network namespace of whoever mounts it: the
-		// host's /sys itself then, read-only unless privileged (without
-		// what is mounted below it, the cgroup hierarchies).
+	if c.HostNetwork || c.JoinNetNS || c.HostID == 0 {
+		// sysfs shows the network namespace of whoever mounts it, and the
+		// pod's user namespace may mount one only for a network namespace
+		// it owns: the host's /sys itself then, read-only unless
+		// privileged (without what is mounted below it, the cgroup
+		// hierarchies).
 		if err := r.mountOn("/sys", true, false, "/sys", "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("making the host's /sys visible: %w", err)
 		}

@@ -23,6 +23,7 @@ type Launch struct {
 	Log    *os.File
 	Run    func(cmd *exec.Cmd) error
 	Placed func(pid int) error
+	NetNS  *os.File
 	Env    []string
 }
 

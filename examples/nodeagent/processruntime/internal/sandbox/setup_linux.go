@@ -23,6 +23,7 @@ const (
 	setupFDConfig   = 3 // the Config, JSON, to end of file
 	setupFDResult   = 4 // what it reports: "init <pid>", then "ok" or "error <text>"
 	setupFDListener = 5 // the pod's control socket, listening
+	setupFDNetNS    = 6 // the pod's network namespace, with Config.JoinNetNS
 )
 
 // The init's descriptors, from the setup stage: 0 is /dev/null, 1 and 2
@@ -60,6 +61,24 @@ func setupMain() error {
 	if err := c.Validate(); err != nil {
 		report("error %v", oneLine(err))
 		return nil
+	}
+	if c.JoinNetNS {
+		// This thread (the main one, locked while package inits run) enters
+		// the pod's network namespace: the init it forks inherits it, and
+		// the net.* sysctls written here are the pod's. The stage's other
+		// threads stay in the host's; none of them forks.
+		// (Descriptor 6 is only the namespace's when it was passed: without,
+		// it is closed at the start and may be the Go runtime's by now.)
+		err := unix.Setns(setupFDNetNS, unix.CLONE_NEWNET)
+		unix.Close(setupFDNetNS)
+		if err != nil {
+			report("error entering the pod's network namespace: %v", oneLine(err))
+			return nil
+		}
+		if err := setSysctls(c.Sysctls, true, ""); err != nil {
+			report("error %v", oneLine(err))
+			return nil
+		}
 	}
 	root, err := buildRoot(&c)
 	if err != nil {
@@ -136,7 +155,10 @@ func startInit(c *Config, root string) (int, *os.File, error) {
 		flags |= syscall.CLONE_NEWIPC
 	}
 	if !c.HostNetwork {
-		flags |= syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS
+		flags |= syscall.CLONE_NEWUTS
+		if !c.JoinNetNS {
+			flags |= syscall.CLONE_NEWNET
+		}
 	}
 	sys := &syscall.SysProcAttr{Cloneflags: flags, Setsid: true}
 	if c.HostID != 0 {
@@ -180,3 +202,20 @@ func startInit(c *Config, root string) (int, *os.File, error) {
 
 // oneLine keeps an error's text on one line of the result.
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
+
+// setSysctls writes the sysctls of the pod's network namespace (net) or
+// the others (IPC's), under the proc mount at procRoot ("" for /proc).
+func setSysctls(sysctls map[string]string, net bool, procRoot string) error {
+	if procRoot == "" {
+		procRoot = "/proc"
+	}
+	for k, v := range sysctls {
+		if strings.HasPrefix(k, "net.") != net {
+			continue
+		}
+		if err := os.WriteFile(procRoot+"/sys/"+strings.ReplaceAll(k, ".", "/"), []byte(v), 0); err != nil {
+			return fmt.Errorf("setting sysctl %s: %w", k, err)
+		}
+	}
+	return nil
+}

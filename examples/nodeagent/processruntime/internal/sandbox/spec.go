@@ -41,6 +41,12 @@ type Config struct {
 	HostNetwork bool `json:"hostNetwork,omitempty"`
 	HostPID     bool `json:"hostPID,omitempty"`
 	HostIPC     bool `json:"hostIPC,omitempty"`
+	// JoinNetNS: the pod's network namespace exists already
+	// (Launch.NetNS, made by the agent's pod network and owned by the
+	// host's user namespace, so the pod's root cannot reconfigure it): the
+	// setup stage enters it and the init stays in it, instead of the init
+	// making one of its own with only a loopback.
+	JoinNetNS bool `json:"joinNetNS,omitempty"`
 	// Privileged gives the pod the host's /dev and a writable /sys (for
 	// privileged containers). It requires HostID 0.
 	Privileged bool `json:"privileged,omitempty"`
@@ -115,6 +121,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HostID != 0 && uint64(c.HostID)+IDsPerPod > 1<<32-1 {
 		return fmt.Errorf("sandbox: host ID range %d+%d passes the largest ID", c.HostID, IDsPerPod)
+	}
+	if c.JoinNetNS && c.HostNetwork {
+		return errors.New("sandbox: JoinNetNS and HostNetwork exclude each other")
 	}
 	if c.Privileged && c.HostID != 0 {
 		return errors.New("sandbox: a privileged sandbox has no user namespace (HostID must be 0)")

@@ -37,6 +37,9 @@ type Launch struct {
 	// runs, before it does anything: the runtime puts it in cgroup v1
 	// hierarchies there. An error stops the start.
 	Placed func(pid int) error
+	// NetNS is the pod's network namespace (an open namespace file), for
+	// Config.JoinNetNS.
+	NetNS *os.File
 	// Env is added to the environment of the setup stage and the init
 	// ("KEY=value" each): the runtime's identifiers of the pod, so that a
 	// scan of the process table finds the init with the pod's processes.
@@ -64,6 +67,9 @@ func Start(ctx context.Context, c *Config, l Launch) (int, error) {
 	}
 	if l.Socket == "" {
 		return 0, errors.New("sandbox: Launch.Socket is required")
+	}
+	if c.JoinNetNS != (l.NetNS != nil) {
+		return 0, errors.New("sandbox: Config.JoinNetNS needs Launch.NetNS, and only it")
 	}
 	listener, err := listen(l.Socket)
 	if err != nil {
@@ -96,7 +102,7 @@ func Start(ctx context.Context, c *Config, l Launch) (int, error) {
 		Dir:        "/",
 		Stdout:     log,
 		Stderr:     log,
-		ExtraFiles: []*os.File{cfgR, resW, listener},
+		ExtraFiles: []*os.File{cfgR, resW, listener, l.NetNS},
 		// A mount namespace of its own (where the pod's root is built),
 		// and a process group of its own: a terminal's signals for the
 		// agent do not reach it.
