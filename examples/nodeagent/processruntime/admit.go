@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -78,7 +79,9 @@ var _ admission.Handler = (*Runtime)(nil)
 //   - a sysctl that is not namespaced, or in a namespace the pod shares
 //     with the host (ReasonSysctlForbidden);
 //   - what the runtime cannot do: a Localhost seccomp or AppArmor
-//     profile, seLinuxOptions, windowsOptions, a hostPort without
+//     profile, seLinuxOptions, windowsOptions, setHostnameAsFQDN,
+//     volumeDevices, a volumeMount of no volume or with mountPropagation
+//     other than None, a hostPort without
 //     hostNetwork (the pod's network namespace has no port forwarding), an
 //     unknown capability, a user or group ID outside the pod's user
 //     namespace (0-65535), the RuntimeDefault seccomp filter on an
@@ -104,6 +107,9 @@ func (r *Runtime) ValidatePod(pod *v1.Pod) error {
 		return refuse(ReasonHostAccessNotAllowed, "asks for host access (%s), which this node does not allow", strings.Join(host, ", "))
 	}
 	spec := &pod.Spec
+	if spec.SetHostnameAsFQDN != nil && *spec.SetHostnameAsFQDN {
+		return refuse(ReasonUnsupportedPod, "setHostnameAsFQDN is not supported by the process runtime (it knows no cluster domain)")
+	}
 	var sysctls []v1.Sysctl
 	if spec.SecurityContext != nil {
 		sc := spec.SecurityContext
@@ -204,6 +210,23 @@ func checkProfiles(seccomp *v1.SeccompProfile, apparmor *v1.AppArmorProfile) str
 // checkContainerSecurity says what in a container's securityContext (or
 // ports) the runtime cannot do.
 func checkContainerSecurity(spec *v1.PodSpec, c *v1.Container) string {
+	if len(c.VolumeDevices) > 0 {
+		return "volumeDevices (raw block devices) are not supported by the process runtime"
+	}
+	for _, m := range c.VolumeMounts {
+		found := false
+		for _, v := range spec.Volumes {
+			found = found || v.Name == m.Name
+		}
+		switch {
+		case !found:
+			return fmt.Sprintf("volumeMount %q names no volume of the pod", m.Name)
+		case !filepath.IsAbs(m.MountPath) || filepath.Clean(m.MountPath) == "/":
+			return fmt.Sprintf("volumeMount %q: mountPath %q must be an absolute path below /", m.Name, m.MountPath)
+		case m.MountPropagation != nil && *m.MountPropagation != v1.MountPropagationNone:
+			return fmt.Sprintf("volumeMount %q: mountPropagation %s is not supported by the process runtime (a pod's mounts are private to it)", m.Name, *m.MountPropagation)
+		}
+	}
 	for _, p := range c.Ports {
 		if p.HostPort != 0 && !spec.HostNetwork {
 			return fmt.Sprintf("hostPort %d is not supported by the process runtime (the pod's network has no port forwarding)", p.HostPort)

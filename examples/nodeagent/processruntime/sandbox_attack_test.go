@@ -1,9 +1,15 @@
 package processruntime_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -337,4 +343,62 @@ func listenLoopback(t *testing.T) string {
 		}
 	}()
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// With a pod network, each pod has an address of the node's range: the
+// node reaches a pod's server there, pods reach each other, and the host's
+// loopback stays out of reach.
+func TestAttackPodNetwork(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("no ip(8) to check the network with")
+	}
+	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(50)), byte(rand.IntN(256)), 0}), 24)
+	bridge := fmt.Sprintf("pkr%06x", rand.IntN(1<<24))
+	ev := newEvents()
+	rt := sandboxed(t, processruntime.Options{OnEvent: ev.add, PodCIDR: cidr, BridgeName: bridge})
+	t.Cleanup(func() {
+		require.NoError(t, rt.TeardownNetwork(context.Background()))
+		out, _ := exec.Command("ip", "link", "show", bridge).CombinedOutput()
+		assert.Contains(t, string(out), "does not exist", "the bridge is gone")
+	})
+	assert.Contains(t, rt.Containment().Network, "on bridge "+bridge)
+
+	server := newPod(v1.RestartPolicyNever, "c", `mkdir -p /tmp/www; hostname > /tmp/www/index.html; exec busybox httpd -f -p 8080 -h /tmp/www`)
+	_, err := syncPod(rt, server)
+	require.NoError(t, err)
+	t.Cleanup(func() { terminate(t, rt, server, 1) })
+	st := status(t, rt, server.UID)
+	require.Len(t, st.PodIPs, 1)
+	ip := netip.MustParseAddr(st.PodIPs[0])
+	assert.True(t, cidr.Contains(ip), "%s in %s", ip, cidr)
+	api := processruntime.APIStatus(server, st)
+	assert.Equal(t, ip.String(), api.PodIP)
+
+	var body string
+	eventually(t, 10*time.Second, "the node reaches the pod's server", func() bool {
+		resp, err := http.Get("http://" + ip.String() + ":8080/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == 200
+	})
+	assert.Equal(t, server.Name+"\n", body, "the pod's hostname")
+
+	port := listenLoopback(t)
+	out := runToEnd(t, rt, ev, shellPod(`printf 'GET / HTTP/1.0\r\n\r\n' | busybox nc -w 5 `+ip.String()+` 8080 | tail -1 && echo pod-reached; busybox nc -w 2 127.0.0.1 `+port+` </dev/null && echo loopback-reached || echo loopback-refused; ip -4 -o addr show eth0`))
+	assert.Contains(t, out, server.Name+"\npod-reached", "pods reach each other")
+	assert.Contains(t, out, "loopback-refused")
+	assert.NotContains(t, out, "loopback-reached")
+	assert.Contains(t, out, cidr.Masked().Addr().String()[:len(cidr.Masked().Addr().String())-1])
+
+	// Even with NET_ADMIN (of its user namespace): the pod network's
+	// namespace is the host's user namespace's.
+	spoofer := shellPod(`ip addr add ` + ip.String() + `/24 dev eth0 2>&1 || echo not-allowed`)
+	spoofer.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Capabilities: &v1.Capabilities{Add: []v1.Capability{"NET_ADMIN"}}}
+	change := runToEnd(t, rt, ev, spoofer)
+	assert.Contains(t, change, "not-allowed", "the pod's root cannot take another pod's address")
 }
