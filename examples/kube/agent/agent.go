@@ -65,6 +65,18 @@ type Config struct {
 	// RestartBackOff is the process runtime's first restart backoff for a
 	// container that keeps exiting. Defaults to the runtime's.
 	RestartBackOff time.Duration
+	// Sandbox is the process runtime's Options.Sandbox: whether each pod
+	// runs in a sandbox of its own. Defaults to processruntime.SandboxAuto
+	// (where the machine allows it).
+	Sandbox processruntime.SandboxMode
+	// AllowHostAccess is the process runtime's Options.AllowHostAccess:
+	// whether pods may ask for privileged containers, host namespaces and
+	// hostPath volumes. Defaults to false: such pods are rejected
+	// (HostAccessNotAllowed).
+	AllowHostAccess bool
+	// Masks are the host paths no pod may see beyond the state directory
+	// (always hidden): the agent's kubeconfig, certificates and keys.
+	Masks []string
 	// Logger receives the agent's logs. Defaults to discarding them.
 	Logger logr.Logger
 
@@ -211,9 +223,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	// the runtime's goroutines from the sync loop.
 	events := make(chan processruntime.Event, 256)
 	rt, err := processruntime.Open(processruntime.Options{
-		StateDir: cfg.StateDir,
-		BackOff:  cfg.RestartBackOff,
-		Logger:   log.WithName("runtime"),
+		StateDir:        cfg.StateDir,
+		BackOff:         cfg.RestartBackOff,
+		Sandbox:         cfg.Sandbox,
+		AllowHostAccess: cfg.AllowHostAccess,
+		Masks:           cfg.Masks,
+		Logger:          log.WithName("runtime"),
 		OnEvent: func(ev processruntime.Event) {
 			recordRuntimeEvent(recorder, store, ev)
 			if !triggersSync(ev) {
