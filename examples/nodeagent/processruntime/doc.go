@@ -69,8 +69,10 @@
 // init, a stage per container; Go cannot act between fork and exec):
 //
 //   - Identity: a user namespace mapping the pod's IDs 0-65535 onto a
-//     range of host IDs no other live pod has (Options.IDBase, 65536 a
-//     pod, recorded in the pod's directory; never host root). Without
+//     range of host IDs no other live pod has, of this runtime or another
+//     on the machine (Options.IDBase, 65536 a pod, claimed in the
+//     machine's Options.IDRegistry and recorded in the pod's directory;
+//     never host root; MapIDs gives a volume manager the same range). Without
 //     runAsUser a container runs as its image's user (Options.ImageUsers;
 //     none known: root), root inside the pod but an unprivileged host ID;
 //     runAsUser, runAsGroup, supplementalGroups and fsGroup apply inside

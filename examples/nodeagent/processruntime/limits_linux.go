@@ -254,15 +254,30 @@ func (l *limiter) place(uid types.UID, pid int) error {
 	return nil
 }
 
-// remove removes the pod's v1 cgroups, which must hold no process.
+// remove removes the pod's v1 cgroups, which must hold no live process.
+// A cgroup v1 directory stays busy while a zombie of the pod is not reaped
+// (the init of an agent that crashed is the host init's to reap, which
+// may take seconds): such a directory is left, and removed by removeEmpty
+// (Close) or by the next Open; it limits nothing any more.
 func (l *limiter) remove(uid types.UID) error {
 	for c, base := range l.v1 {
 		dir := filepath.Join(base, "pod-"+string(uid))
-		if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, syscall.ENOENT) {
-			return fmt.Errorf("removing the pod's %s cgroup: %w", c, err)
+		err := syscall.Rmdir(dir)
+		switch {
+		case err == nil, errors.Is(err, syscall.ENOENT):
+		case errors.Is(err, syscall.EBUSY) && !v1Populated(dir):
+		default:
+			procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+			return fmt.Errorf("removing the pod's %s cgroup (processes %q): %w", c, strings.Fields(string(procs)), err)
 		}
 	}
 	return nil
+}
+
+// v1Populated reports whether a live process is in the v1 cgroup dir.
+func v1Populated(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	return err == nil && len(strings.TrimSpace(string(b))) > 0
 }
 
 // v1Pods lists the pods that have a v1 cgroup.
@@ -305,20 +320,36 @@ func (l *limiter) removeEmpty() {
 	}
 }
 
+// zombieWait bounds how long RemoveCgroups waits for v1 cgroups that
+// only zombies keep busy: a zombie holds its v1 cgroup until reaped, and
+// the orphans of a crashed agent (its pods' inits) are the host init's to
+// reap, which some take seconds to do.
+const zombieWait = 30 * time.Second
+
 // removeV1Cgroups removes the v1 cgroups the runtime of stateDir made for
-// its pods (as recorded there), waiting up to killedWait for those whose
+// its pods (as recorded there), waiting up to zombieWait for those whose
 // processes were just killed to empty. The error names those that still
 // hold a process.
 func removeV1Cgroups(stateDir string) error {
 	l := &limiter{v1: readV1Record(stateDir)}
-	deadline := time.Now().Add(killedWait)
+	start := time.Now()
 	for {
 		l.removeEmpty()
 		left := l.v1Pods()
 		if len(left) == 0 {
+			for _, base := range l.v1 {
+				_ = syscall.Rmdir(base)
+			}
 			return nil
 		}
-		if time.Now().After(deadline) {
+		live := false
+		for _, uid := range left {
+			for _, base := range l.v1 {
+				live = live || v1Populated(filepath.Join(base, "pod-"+string(uid)))
+			}
+		}
+		// A live process fails soon; zombies only are waited for longer.
+		if waited := time.Since(start); waited > zombieWait || live && waited > killedWait {
 			return fmt.Errorf("%d cgroup v1 directories of %s still hold processes (first: pod %s)", len(left), stateDir, left[0])
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -100,17 +100,13 @@ func (sb *podSandbox) ended() bool {
 }
 
 // openSandboxes decides at Open whether pods run in sandboxes.
-func (r *Runtime) openSandboxes(opts Options) error {
+func (r *Runtime) openSandboxes(stateDir string, opts Options) error {
 	if opts.Sandbox == SandboxOff {
 		r.noSandboxReason = "sandboxes are turned off"
 		return nil
 	}
 	if opts.Sandbox != SandboxAuto && opts.Sandbox != SandboxRequired {
 		return fmt.Errorf("processruntime: unknown Options.Sandbox %v", opts.Sandbox)
-	}
-	ids, err := newIDRanges(opts.IDBase, opts.IDRanges)
-	if err != nil {
-		return err
 	}
 	if err := sandbox.Available(); err != nil {
 		if opts.Sandbox == SandboxRequired {
@@ -119,6 +115,10 @@ func (r *Runtime) openSandboxes(opts Options) error {
 		r.noSandboxReason = err.Error()
 		r.log.Info("Pods run without a sandbox: in the host's namespaces, as the agent's user", "reason", err.Error())
 		return nil
+	}
+	ids, err := newIDRanges(opts.IDBase, opts.IDRanges, opts.IDRegistry, stateDir)
+	if err != nil {
+		return err
 	}
 	r.sandboxes = ids
 	return nil
@@ -133,11 +133,7 @@ func (r *Runtime) ensureSandbox(ctx context.Context, p *podState, pod *v1.Pod) e
 	if sb != nil && !sb.ended() {
 		return nil
 	}
-	slot := -1
-	if sb != nil {
-		slot = sb.rec.Slot
-	}
-	nsb, err := r.startSandbox(ctx, p, pod, slot)
+	nsb, err := r.startSandbox(ctx, p, pod)
 	if err != nil {
 		r.emitWarning(p, "", reasonMessage{ReasonFailedCreatePodSandBox, "Failed to create pod sandbox: " + err.Error()})
 		return fmt.Errorf("processruntime: pod %s: creating its sandbox: %w", podName(pod), err)
@@ -152,17 +148,16 @@ func (r *Runtime) ensureSandbox(ctx context.Context, p *podState, pod *v1.Pod) e
 // when its sandbox cannot be made, as the kubelet names it.
 const ReasonFailedCreatePodSandBox = "FailedCreatePodSandBox"
 
-// startSandbox starts a sandbox for the pod, with the pod's ID range
-// (slot, or a new one when -1), and records it.
-func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod, slot int) (*podSandbox, error) {
-	if slot < 0 {
-		s, err := r.sandboxes.allocate(p.uid)
-		if err != nil {
-			return nil, err
-		}
-		slot = s
+// startSandbox starts a sandbox for the pod, with the pod's ID range,
+// and records it.
+func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod) (*podSandbox, error) {
+	// The range stays the pod's, whatever happens here, until its cleanup
+	// (releaseSandboxLocked): its volumes' files may be its IDs already
+	// (MapIDs), and a sandbox started again gets the same.
+	slot, err := r.sandboxes.allocate(p.uid)
+	if err != nil {
+		return nil, err
 	}
-	release := func() { r.sandboxes.release(slot, p.uid) }
 	rec := sandboxRecord{Slot: slot, NetNS: !pod.Spec.HostNetwork}
 	if !noUserNamespace(pod) {
 		rec.HostID = r.sandboxes.hostID(slot)
@@ -170,12 +165,10 @@ func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod, sl
 	dir := filepath.Join(p.dir, sandboxDir)
 	stage := filepath.Join(dir, "stage")
 	if err := os.MkdirAll(stage, 0o700); err != nil {
-		release()
 		return nil, err
 	}
 	cfg, warnings, err := r.sandboxConfig(p, pod, rec.HostID, stage)
 	if err != nil {
-		release()
 		return nil, err
 	}
 	for _, w := range warnings {
@@ -183,13 +176,11 @@ func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod, sl
 	}
 	log, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		release()
 		return nil, err
 	}
 	defer log.Close()
 	lim := limitsOf(pod, r.pidsLimit)
 	if err := r.limits.apply(p.uid, lim); err != nil {
-		release()
 		return nil, err
 	}
 	if r.limits.rlimit {
@@ -199,7 +190,6 @@ func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod, sl
 	if !pod.Spec.HostNetwork {
 		var ips []netip.Addr
 		if netns, ips, err = r.attachNetwork(ctx, p.uid); err != nil {
-			release()
 			return nil, fmt.Errorf("attaching the pod to the network: %w", err)
 		}
 		if netns != nil {
@@ -225,25 +215,21 @@ func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod, sl
 		Env: []string{EnvPodUID + "=" + string(p.uid), EnvPodName + "=" + p.name, EnvPodNamespace + "=" + p.namespace, EnvRuntimeID + "=" + r.id},
 	})
 	if err != nil {
-		release()
 		return nil, err
 	}
 	st, err := readStat(pid)
 	if err != nil {
 		killChild(pid)
-		release()
 		return nil, fmt.Errorf("reading the init's start time: %w", err)
 	}
 	rec.PID, rec.StartTicks, rec.BootID = pid, st.startTicks, r.bootID
 	if err := writeJSON(filepath.Join(p.dir, sandboxFile), rec); err != nil {
 		killChild(pid)
-		release()
 		return nil, fmt.Errorf("recording the sandbox: %w", err)
 	}
 	conn, err := sandbox.Dial(socket)
 	if err != nil {
 		killChild(pid)
-		release()
 		return nil, err
 	}
 	sb := &podSandbox{rec: rec, conn: conn, gone: make(chan struct{})}
@@ -353,9 +339,9 @@ func (r *Runtime) releaseSandboxLocked(p *podState) error {
 				return err
 			}
 		}
-		if r.sandboxes != nil {
-			r.sandboxes.release(rec.Slot, p.uid)
-		}
+	}
+	if r.sandboxes != nil {
+		r.sandboxes.releaseUID(p.uid)
 	}
 	p.sb = nil
 	for _, f := range []string{sandboxFile, sandboxDir, volumesDir} {
@@ -422,3 +408,26 @@ var errSandboxEnded = errors.New("the pod's sandbox ended")
 // sandboxWait bounds a call to a sandbox's init that should answer at
 // once.
 const sandboxWait = 30 * time.Second
+
+// MapIDs maps the user and group IDs uid and gid of pod (inside it) to the
+// host's: for a sandboxed pod with a user namespace, into the pod's range
+// of host IDs (taken at the first call, and the pod's until its cleanup);
+// else they are the host's already. It is the IDMapper a volume manager
+// needs (lifecycle/volume) so the pod's volume files belong to the pod's
+// own IDs. Safe for concurrent use; it may be called before the pod's
+// first SyncPod. The error says the IDs are outside the pod's range, or
+// that no range is free.
+func (r *Runtime) MapIDs(pod *v1.Pod, uid, gid int) (hostUID, hostGID int, err error) {
+	if r.sandboxes == nil || noUserNamespace(pod) {
+		return uid, gid, nil
+	}
+	if uid < 0 || gid < 0 || uid >= sandbox.IDsPerPod || gid >= sandbox.IDsPerPod {
+		return 0, 0, fmt.Errorf("processruntime: IDs %d:%d are outside the pod's user namespace (0-%d)", uid, gid, sandbox.IDsPerPod-1)
+	}
+	slot, err := r.sandboxes.allocate(pod.UID)
+	if err != nil {
+		return 0, 0, fmt.Errorf("processruntime: pod %s: %w", podName(pod), err)
+	}
+	base := int(r.sandboxes.hostID(slot))
+	return base + uid, base + gid, nil
+}

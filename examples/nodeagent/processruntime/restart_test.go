@@ -60,7 +60,31 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(previousAgent(processruntime.Options{StateDir: dir, Cgroups: mode, Sandbox: sandbox}, pod))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	dropStaleIDClaims()
+	os.Exit(code)
+}
+
+// dropStaleIDClaims removes the claims of ID ranges (in the machine's
+// registry) of this binary's tests whose state directories are gone: a
+// test that ends with its pods killed rather than cleaned up leaves its
+// claims, which later runtimes would take over only after a while.
+func dropStaleIDClaims() {
+	entries, _ := os.ReadDir(processruntime.DefaultIDRegistry)
+	for _, e := range entries {
+		path := filepath.Join(processruntime.DefaultIDRegistry, e.Name())
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		dir, _, _ := strings.Cut(string(b), "\n")
+		if !strings.HasPrefix(dir, os.TempDir()+"/Test") && !strings.HasPrefix(dir, os.TempDir()+"/processruntime") {
+			continue // not a test's
+		}
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			_ = os.Remove(path)
+		}
+	}
 }
 
 // restartPod is the pod the previous agent runs: a plain process, and a

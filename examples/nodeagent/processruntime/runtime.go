@@ -124,6 +124,11 @@ type Options struct {
 	// IDRanges is how many ranges there are, so how many pods may have a
 	// sandbox at once. Defaults to as many as fit below 2^32.
 	IDRanges int
+	// IDRegistry is the directory where the machine's runtimes record which
+	// pod holds which range, so that two runtimes (two agents, the nodes of
+	// podkit-cluster) never give one range to two pods. Defaults to
+	// DefaultIDRegistry; all the runtimes of a machine must share it.
+	IDRegistry string
 	// PodPidsLimit bounds the processes of each pod (see Limits in the
 	// package doc). Defaults to DefaultPodPidsLimit; negative: no bound.
 	PodPidsLimit int64
@@ -410,7 +415,7 @@ func Open(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	r.masks = append([]string{abs}, opts.Masks...)
-	if err := r.openSandboxes(opts); err != nil {
+	if err := r.openSandboxes(abs, opts); err != nil {
 		r.lock.Close()
 		return nil, err
 	}

@@ -1,7 +1,10 @@
 package processruntime
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,7 +19,9 @@ import (
 // the merged securityContext and the subPathExpr expansion.
 
 func TestIDRanges(t *testing.T) {
-	r, err := newIDRanges(0, 3)
+	registry := t.TempDir()
+	stateA, stateB := t.TempDir(), t.TempDir()
+	r, err := newIDRanges(0, 3, registry, stateA)
 	require.NoError(t, err)
 	a, err := r.allocate("a")
 	require.NoError(t, err)
@@ -25,22 +30,49 @@ func TestIDRanges(t *testing.T) {
 	assert.Equal(t, []int{0, 1}, []int{a, b}, "the lowest free slot")
 	assert.Equal(t, uint32(DefaultIDBase), r.hostID(a))
 	assert.Equal(t, uint32(DefaultIDBase+sandbox.IDsPerPod), r.hostID(b))
-	require.NoError(t, r.reserve(2, "c"), "read back at Open")
-	_, err = r.allocate("d")
-	assert.ErrorContains(t, err, "all 3 ranges of host IDs are in use")
-	assert.ErrorContains(t, r.reserve(1, "e"), "is pod b's", "never two pods'")
-	r.release(1, "e")
-	assert.ErrorContains(t, r.reserve(1, "e"), "is pod b's", "only its owner frees a slot")
-	r.release(1, "b")
-	s, err := r.allocate("d")
+	again, err := r.allocate("b")
 	require.NoError(t, err)
-	assert.Equal(t, 1, s)
+	assert.Equal(t, b, again, "a pod keeps its slot")
 
-	_, err = newIDRanges(1000, 0)
+	// Another runtime of the machine: never a slot of the first's.
+	other, err := newIDRanges(0, 3, registry, stateB)
+	require.NoError(t, err)
+	c, err := other.allocate("c")
+	require.NoError(t, err)
+	assert.Equal(t, 2, c, "slots 0 and 1 are the other runtime's pods'")
+	_, err = other.allocate("d")
+	assert.ErrorContains(t, err, "all 3 ranges of host IDs are in use")
+	assert.ErrorContains(t, other.reserve(0, "d"), "is claimed by another pod", "never two pods'")
+
+	r.releaseUID("a")
+	d, err := other.allocate("d")
+	require.NoError(t, err)
+	assert.Equal(t, 0, d, "released by its pod's UID")
+
+	// A restarted runtime takes its slots back; an emptied registry (a
+	// reboot) is claimed again.
+	restarted, err := newIDRanges(0, 3, registry, stateA)
+	require.NoError(t, err)
+	require.NoError(t, restarted.reserve(1, "b"))
+	require.NoError(t, os.Remove(restarted.claimPath(1)))
+	require.NoError(t, restarted.reserve(1, "b"))
+
+	// A claim of a pod whose directory is gone is stale once old enough.
+	old := time.Now().Add(-2 * idClaimGrace)
+	require.NoError(t, os.Chtimes(other.claimPath(2), old, old))
+	assert.True(t, restarted.stale(other.claimPath(2)), "pod c has no directory in its runtime's state")
+	require.NoError(t, os.MkdirAll(filepath.Join(stateB, "pods", "d"), 0o700))
+	require.NoError(t, os.Chtimes(other.claimPath(0), old, old))
+	assert.False(t, restarted.stale(other.claimPath(0)), "pod d has its directory")
+	e, err := restarted.allocate("e")
+	require.NoError(t, err)
+	assert.Equal(t, 2, e, "the stale claim was taken over")
+
+	_, err = newIDRanges(1000, 0, registry, stateA)
 	assert.ErrorContains(t, err, "would map host IDs below 65536")
-	_, err = newIDRanges(1<<32-sandbox.IDsPerPod, 0)
+	_, err = newIDRanges(1<<32-sandbox.IDsPerPod, 0, registry, stateA)
 	assert.ErrorContains(t, err, "no range of 65536 IDs fits")
-	_, err = newIDRanges(0, 40000)
+	_, err = newIDRanges(0, 40000, registry, stateA)
 	assert.ErrorContains(t, err, "at most 32767 ranges")
 }
 

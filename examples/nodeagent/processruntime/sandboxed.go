@@ -57,7 +57,10 @@ func (r *Runtime) processSpec(p *podState, pod *v1.Pod, spec *v1.Container) (*sa
 		if m.SubPathExpr != "" {
 			sub = expandVars(m.SubPathExpr, vars)
 		}
-		ps.Mounts = append(ps.Mounts, sandbox.Mount{Volume: m.Name, SubPath: sub, Target: filepath.Clean(m.MountPath), ReadOnly: m.ReadOnly,
+		// As a kubelet mounts them: the content of configMap, secret,
+		// downwardAPI and projected volumes is the node's, read-only.
+		ro := m.ReadOnly || readOnlyVolume(pod, m.Name)
+		ps.Mounts = append(ps.Mounts, sandbox.Mount{Volume: m.Name, SubPath: sub, Target: filepath.Clean(m.MountPath), ReadOnly: ro,
 			RecursiveReadOnly: m.ReadOnly && m.RecursiveReadOnly != nil && *m.RecursiveReadOnly != v1.RecursiveReadOnlyDisabled})
 	}
 	return ps, nil
@@ -239,4 +242,15 @@ func expandVars(s string, vars map[string]string) string {
 		}
 	}
 	return string(out)
+}
+
+// readOnlyVolume reports whether pod's volume name is one a kubelet
+// mounts read-only whatever the mount says.
+func readOnlyVolume(pod *v1.Pod, name string) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == name {
+			return v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
+		}
+	}
+	return false
 }
