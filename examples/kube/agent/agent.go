@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,12 @@ type Config struct {
 	// Masks are the host paths no pod may see beyond the state directory
 	// (always hidden): the agent's kubeconfig, certificates and keys.
 	Masks []string
+	// PodCIDR and BridgeName are the process runtime's pod network
+	// (Options.PodCIDR, BridgeName): with a range, each sandboxed pod gets
+	// an address of it on the node's bridge, in its status. Defaults to
+	// none: a sandboxed pod's network has a loopback only.
+	PodCIDR    netip.Prefix
+	BridgeName string
 	// Logger receives the agent's logs. Defaults to discarding them.
 	Logger logr.Logger
 
@@ -228,6 +235,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		Sandbox:         cfg.Sandbox,
 		AllowHostAccess: cfg.AllowHostAccess,
 		Masks:           cfg.Masks,
+		PodCIDR:         cfg.PodCIDR,
+		BridgeName:      cfg.BridgeName,
 		Logger:          log.WithName("runtime"),
 		OnEvent: func(ev processruntime.Event) {
 			recordRuntimeEvent(recorder, store, ev)

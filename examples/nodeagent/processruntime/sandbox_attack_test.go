@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
@@ -407,4 +408,50 @@ func TestAttackPodNetwork(t *testing.T) {
 	spoofer.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Capabilities: &v1.Capabilities{Add: []v1.Capability{"NET_ADMIN"}}}
 	change := runToEnd(t, rt, ev, spoofer)
 	assert.Contains(t, change, "not-allowed", "the pod's root cannot take another pod's address")
+}
+
+// A pod's memory and cpu limits, and its pids limit, are written to the
+// cgroups of the controllers the machine has.
+func TestPodLimitsReachTheCgroups(t *testing.T) {
+	t.Parallel()
+	ev := newEvents()
+	rt := sandboxed(t, processruntime.Options{OnEvent: ev.add, PodPidsLimit: 77})
+	lim := rt.Containment().Limits
+	t.Logf("limits: %+v, missing %v", lim, lim.Missing())
+	pod := newPod(v1.RestartPolicyNever, "c", "exec sleep 300")
+	pod.Spec.Containers[0].Resources = v1.ResourceRequirements{
+		Limits:   v1.ResourceList{v1.ResourceMemory: resource.MustParse("96Mi"), v1.ResourceCPU: resource.MustParse("250m")},
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")},
+	}
+	_, err := syncPod(rt, pod)
+	require.NoError(t, err)
+	t.Cleanup(func() { terminate(t, rt, pod, 1) })
+	c, _ := status(t, rt, pod.UID).Container("c")
+	require.NotZero(t, c.PID)
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.PID) + "/cgroup")
+	require.NoError(t, err)
+	files := map[string]map[string]string{
+		"cgroup v1": {"pids": "pids.max=77", "memory": "memory.limit_in_bytes=100663296", "cpu": "cpu.cfs_quota_us=25000"},
+	}[lim.Pids]
+	if files == nil {
+		t.Skipf("this test reads cgroup v1 files; the pods' pids are limited through %q", lim.Pids)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for ctrl, want := range files {
+			if parts[1] != ctrl {
+				continue
+			}
+			file, value, _ := strings.Cut(want, "=")
+			got, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", ctrl, parts[2], file))
+			require.NoError(t, err)
+			assert.Equal(t, value, strings.TrimSpace(string(got)), "%s of the pod", file)
+			checked++
+		}
+	}
+	assert.Equal(t, len(files), checked, "the container is in the pod's cgroup of each controller: %s", b)
 }
