@@ -22,7 +22,12 @@ import (
 // whose runtime made no cgroup (CgroupsOff, a machine without a writable
 // cgroup v2, not Linux) is not an error. Call it from any goroutine, but
 // not while a Runtime uses stateDir.
+//
+// It also drops, from DefaultIDRegistry, the claims of the ranges of host
+// IDs that stateDir's pods held (their processes are gone: the ranges are
+// free for other pods at once, rather than once found stale).
 func RemoveCgroups(stateDir string) error {
+	releaseIDClaims(stateDir)
 	v1err := removeV1Cgroups(stateDir)
 	if v1err != nil {
 		v1err = fmt.Errorf("processruntime: %w", v1err)

@@ -203,3 +203,19 @@ func (r *idRanges) releaseUID(uid types.UID) {
 		}
 	}
 }
+
+// releaseIDClaims drops the claims of DefaultIDRegistry that name the
+// runtime of stateDir (see RemoveCgroups).
+func releaseIDClaims(stateDir string) {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return
+	}
+	entries, _ := os.ReadDir(DefaultIDRegistry)
+	for _, e := range entries {
+		path := filepath.Join(DefaultIDRegistry, e.Name())
+		if b, err := os.ReadFile(path); err == nil && strings.HasPrefix(string(b), abs+"\n") {
+			_ = os.Remove(path)
+		}
+	}
+}
