@@ -104,4 +104,5 @@ func TestTheLastCheckKillsSurvivors(t *testing.T) {
 	c, _ := st.Container("main")
 	require.NotNil(t, c.Exit)
 	assert.Equal(t, int32(137), c.Exit.Code, "it was killed by the check, not by the termination's SIGTERM")
+	require.NoError(t, a.rt.SyncTerminatedPod(context.Background(), pod, processruntime.PodStatus{}), "cleaned up, it holds nothing of the machine's")
 }
