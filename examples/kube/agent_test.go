@@ -64,6 +64,13 @@ func runAgent(t *testing.T, cfg agent.Config) *testAgent {
 	if cfg.Logger.GetSink() == nil {
 		cfg.Logger = testr.NewWithOptions(t, testr.Options{LogTimestamp: true})
 	}
+	if cfg.Sandbox != processruntime.SandboxRequired {
+		// These pods share host directories with their tests (files they
+		// wait for and write, under /tmp): outside a sandbox, as they were
+		// written for. The sandbox has tests of its own (processruntime's),
+		// and the cluster's nodes run their pods in one.
+		cfg.Sandbox = processruntime.SandboxOff
+	}
 	a, err := agent.New(cfg)
 	require.NoError(t, err)
 	// Registered before the agent's stop, so it runs after it: nothing of

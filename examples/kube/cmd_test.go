@@ -41,8 +41,10 @@ func testCommand(t *testing.T, c *cluster) {
 		CurrentContext: "test",
 	}, kubeconfig))
 
+	// The test's pod writes to a host directory: a hostPath volume, which
+	// needs --allow-host-access.
 	agentCmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--node-name", node,
-		"--state-dir", t.TempDir(), "--housekeeping-interval", "100ms")
+		"--state-dir", t.TempDir(), "--housekeeping-interval", "100ms", "--allow-host-access")
 	logs, err := os.Create(filepath.Join(t.TempDir(), "agent.log"))
 	require.NoError(t, err)
 	agentCmd.Stdout, agentCmd.Stderr = logs, logs
@@ -59,7 +61,11 @@ func testCommand(t *testing.T, c *cluster) {
 	})
 
 	dir := t.TempDir()
-	pod := createPod(t, c, apiPod("from-cmd", node, shell(dir, `echo ran > $D/out`)...))
+	spec := apiPod("from-cmd", node, shell(dir, `echo ran > $D/out`)...)
+	spec.Spec.Volumes = []v1.Volume{{Name: "out", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir}}}}
+	spec.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "out", MountPath: dir}}
+	require.NoError(t, os.Chmod(dir, 0o777), "the pod's root is not the host's")
+	pod := createPod(t, c, spec)
 	got := waitForPod(t, c.admin, "default", pod.Name, "Succeeded", func(p *v1.Pod) bool {
 		select {
 		case err := <-exited:

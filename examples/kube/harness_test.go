@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/agent"
 	"github.com/podkit/podkit/examples/kube/clustertest"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
@@ -71,6 +72,7 @@ func startHarness(t *testing.T) *harness {
 	c, err := clustertest.Start(testContextFor(t, clusterTimeout), clustertest.Options{
 		Logger:          logger,
 		ControlPlaneLog: logs,
+		NewAgent:        unsandboxedAgent,
 	})
 	require.NoError(t, err)
 	t.Logf("control plane ready in %v", time.Since(start).Round(time.Millisecond))
@@ -329,4 +331,25 @@ func requireProcesses(t *testing.T, pods []v1.Pod) {
 	for _, p := range pods {
 		require.NotEmpty(t, mainProcesses(t, p.UID), "pod %s runs a process", p.Name)
 	}
+}
+
+// unsandboxedAgent is clustertest.DefaultAgent with its pods outside a
+// sandbox: these tests' pods share host directories with them (files they
+// wait for and write, under /tmp, which a sandboxed pod has of its own).
+// The sandbox has tests of its own (processruntime's), and the
+// podkit-cluster command's nodes (TestClusterCommand) run their pods in
+// one.
+func unsandboxedAgent(env clustertest.NodeEnv) (clustertest.Agent, error) {
+	return agent.New(agent.Config{
+		Client:               env.Client,
+		NodeName:             env.Name,
+		StateDir:             env.StateDir,
+		Node:                 env.Node,
+		KubeletAPI:           env.KubeletAPI,
+		HeartbeatInterval:    -1,
+		HousekeepingInterval: clustertest.DefaultHousekeepingInterval,
+		Logger:               env.Logger,
+		Masks:                env.Masks,
+		Sandbox:              processruntime.SandboxOff,
+	})
 }

@@ -177,7 +177,7 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		return fail(err)
 	}
 	a.handler, err = lifecycle.NewHandler(a.workers, a.store, lifecycle.Options{
-		AdmitHandlers:        []admission.Handler{admission.HandlerFunc(admitRunnable), fit, maxPods},
+		AdmitHandlers:        []admission.Handler{rt, fit, maxPods},
 		OnReject:             a.onReject,
 		MirrorClient:         a.api,
 		RuntimePods:          lifecycle.RuntimePodListerFunc(a.listRuntimePods),
@@ -246,14 +246,6 @@ func (a *agent) pruneTombstones() {
 	if _, err := a.rt.PruneTombstones(a.inStore); err != nil {
 		a.log.Error(err, "Removing the logs of pods config no longer has failed; the next housekeeping retries")
 	}
-}
-
-// admitRunnable rejects pods the process runtime cannot run.
-func admitRunnable(_ context.Context, attrs *admission.Attributes) admission.Result {
-	if err := processruntime.ValidatePod(attrs.Pod); err != nil {
-		return admission.Result{Reason: "UnsupportedPod", Message: err.Error()}
-	}
-	return admission.Result{Admit: true}
 }
 
 // run runs the agent until the demo ends, the node is idle (--until-idle)

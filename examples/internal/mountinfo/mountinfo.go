@@ -15,12 +15,18 @@ import (
 
 // Mount is one line of the mount table.
 type Mount struct {
+	// ID is the mount's ID; Parent the ID of the mount it is on (its own
+	// ID for the root of the namespace).
+	ID, Parent int
 	// Root is the directory of the mounted file system that is mounted.
 	Root string
 	// MountPoint is where it is mounted.
 	MountPoint string
 	// FSType is the file system's type, e.g. "cgroup2".
 	FSType string
+	// Super is the file system's own options, e.g. "rw,pids" for a
+	// cgroup v1 hierarchy of the pids controller.
+	Super string
 }
 
 // maxLine bounds one line of the table (the kernel writes paths of up to
@@ -52,7 +58,16 @@ func parse(r io.Reader) ([]Mount, error) {
 		if !ok || len(fields) < 5 || len(postFields) < 1 {
 			continue
 		}
-		out = append(out, Mount{Root: unescape(fields[3]), MountPoint: unescape(fields[4]), FSType: postFields[0]})
+		id, err1 := strconv.Atoi(fields[0])
+		parent, err2 := strconv.Atoi(fields[1])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		m := Mount{ID: id, Parent: parent, Root: unescape(fields[3]), MountPoint: unescape(fields[4]), FSType: postFields[0]}
+		if len(postFields) > 2 {
+			m.Super = postFields[2]
+		}
+		out = append(out, m)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("mountinfo: %w", err)

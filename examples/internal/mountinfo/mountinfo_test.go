@@ -18,9 +18,9 @@ broken line
 	got, err := parse(strings.NewReader(table))
 	require.NoError(t, err)
 	assert.Equal(t, []Mount{
-		{Root: "/", MountPoint: "/proc", FSType: "proc"},
-		{Root: "/", MountPoint: "/sys/fs/cgroup/unified", FSType: "cgroup2"},
-		{Root: "/a b", MountPoint: "/mnt/with space", FSType: "cgroup2"},
+		{ID: 22, Parent: 1, Root: "/", MountPoint: "/proc", FSType: "proc", Super: "rw"},
+		{ID: 35, Parent: 25, Root: "/", MountPoint: "/sys/fs/cgroup/unified", FSType: "cgroup2", Super: "rw,nsdelegate"},
+		{ID: 90, Parent: 35, Root: "/a b", MountPoint: "/mnt/with space", FSType: "cgroup2", Super: "rw"},
 	}, got)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,24 @@ type Config struct {
 	// RestartBackOff is the process runtime's first restart backoff for a
 	// container that keeps exiting. Defaults to the runtime's.
 	RestartBackOff time.Duration
+	// Sandbox is the process runtime's Options.Sandbox: whether each pod
+	// runs in a sandbox of its own. Defaults to processruntime.SandboxAuto
+	// (where the machine allows it).
+	Sandbox processruntime.SandboxMode
+	// AllowHostAccess is the process runtime's Options.AllowHostAccess:
+	// whether pods may ask for privileged containers, host namespaces and
+	// hostPath volumes. Defaults to false: such pods are rejected
+	// (HostAccessNotAllowed).
+	AllowHostAccess bool
+	// Masks are the host paths no pod may see beyond the state directory
+	// (always hidden): the agent's kubeconfig, certificates and keys.
+	Masks []string
+	// PodCIDR and BridgeName are the process runtime's pod network
+	// (Options.PodCIDR, BridgeName): with a range, each sandboxed pod gets
+	// an address of it on the node's bridge, in its status. Defaults to
+	// none: a sandboxed pod's network has a loopback only.
+	PodCIDR    netip.Prefix
+	BridgeName string
 	// Logger receives the agent's logs. Defaults to discarding them.
 	Logger logr.Logger
 
@@ -135,17 +154,10 @@ func (a *Agent) Workers(ctx context.Context) (*podworker.PodWorkers[processrunti
 }
 
 // ReasonUnsupportedPod is the admission rejection reason of a pod the
-// process runtime cannot run (processruntime.ValidatePod says why).
-const ReasonUnsupportedPod = "UnsupportedPod"
-
-// admitRunnable rejects pods the process runtime cannot run, so they fail
-// at once with the reason in their status instead of retrying forever.
-var admitRunnable = admission.HandlerFunc(func(_ context.Context, attrs *admission.Attributes) admission.Result {
-	if err := processruntime.ValidatePod(attrs.Pod); err != nil {
-		return admission.Result{Reason: ReasonUnsupportedPod, Message: err.Error()}
-	}
-	return admission.Result{Admit: true}
-})
+// process runtime cannot run (processruntime.Runtime.ValidatePod says why;
+// the runtime, an admission handler, gives its other reasons too, such as
+// processruntime.ReasonHostAccessNotAllowed).
+const ReasonUnsupportedPod = processruntime.ReasonUnsupportedPod
 
 // NodeObject returns the Node an agent registers for nodeName: the
 // well-known hostname, OS and architecture labels, a Hostname address, and
@@ -218,9 +230,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	// the runtime's goroutines from the sync loop.
 	events := make(chan processruntime.Event, 256)
 	rt, err := processruntime.Open(processruntime.Options{
-		StateDir: cfg.StateDir,
-		BackOff:  cfg.RestartBackOff,
-		Logger:   log.WithName("runtime"),
+		StateDir:        cfg.StateDir,
+		BackOff:         cfg.RestartBackOff,
+		Sandbox:         cfg.Sandbox,
+		AllowHostAccess: cfg.AllowHostAccess,
+		Masks:           cfg.Masks,
+		PodCIDR:         cfg.PodCIDR,
+		BridgeName:      cfg.BridgeName,
+		Logger:          log.WithName("runtime"),
 		OnEvent: func(ev processruntime.Event) {
 			recordRuntimeEvent(recorder, store, ev)
 			if !triggersSync(ev) {
@@ -292,7 +309,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	handler, err := lifecycle.NewHandler(workers, store, lifecycle.Options{
-		AdmitHandlers: append([]admission.Handler{admitRunnable}, resourceAdmission(node)...),
+		// The runtime refuses, at once and with its reason, the pods it
+		// cannot run.
+		AdmitHandlers: append([]admission.Handler{rt}, resourceAdmission(node)...),
 		Recorder:      recorder,
 		MirrorClient:  mirrors,
 		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {

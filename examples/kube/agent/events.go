@@ -22,17 +22,22 @@ type podLookup interface {
 //	ContainerExited (start failure)  Warning Failed   "Error: <the runtime's error>"
 //	ContainerKilling                 Normal  Killing  "Stopping container <name>"
 //	ContainerBackOff                 Warning BackOff  "Back-off restarting failed container <name> in pod <name>_<namespace>(<uid>)"
+//	ContainerFailed                  Warning Failed   "Error: <why it cannot be created>"
+//	PodWarning                       Warning <its reason> <its message>, on the pod or its container
 //
 // Other events record nothing (the kubelet records no event for an exit;
 // BackOff tells of a crash loop). It is called from the runtime's
 // goroutines (OnEvent) and never blocks: the recorder queues.
 func recordRuntimeEvent(rec lifecycle.Recorder, pods podLookup, ev processruntime.Event) {
-	if ev.Container == "" {
-		return
-	}
 	pod, ok := pods.GetPodByUID(ev.UID)
 	if !ok {
 		pod = eventPod(ev)
+	}
+	if ev.Container == "" {
+		if ev.Type == processruntime.PodWarning {
+			rec.Eventf(pod, v1.EventTypeWarning, ev.Reason, "%s", ev.Message)
+		}
+		return
 	}
 	ref := kube.ContainerRef(pod, ev.Container)
 	switch ev.Type {
@@ -47,6 +52,10 @@ func recordRuntimeEvent(rec lifecycle.Recorder, pods podLookup, ev processruntim
 		rec.Eventf(ref, v1.EventTypeNormal, kube.ReasonKilling, "%s", kube.KillingMessage(ev.Container))
 	case processruntime.ContainerBackOff:
 		rec.Eventf(ref, v1.EventTypeWarning, kube.ReasonBackOff, "%s", kube.BackOffMessage(pod, ev.Container))
+	case processruntime.ContainerFailed:
+		rec.Eventf(ref, v1.EventTypeWarning, kube.ReasonFailed, "%s", kube.FailedMessage(ev.Message))
+	case processruntime.PodWarning:
+		rec.Eventf(ref, v1.EventTypeWarning, ev.Reason, "%s", ev.Message)
 	}
 }
 
@@ -55,6 +64,9 @@ func recordRuntimeEvent(rec lifecycle.Recorder, pods podLookup, ev processruntim
 func eventPod(ev processruntime.Event) *v1.Pod {
 	pod := &v1.Pod{}
 	pod.Namespace, pod.Name, pod.UID = ev.Namespace, ev.Name, ev.UID
+	if ev.Container == "" {
+		return pod
+	}
 	c := v1.Container{Name: ev.Container}
 	if ev.Init {
 		pod.Spec.InitContainers = []v1.Container{c}

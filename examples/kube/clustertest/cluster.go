@@ -287,6 +287,7 @@ func (c *Cluster) addNode(opts NodeOptions) (*Node, error) {
 				ClientCA:    c.ca.certPEM,
 			},
 			Logger: c.opts.Logger.WithName(opts.Name),
+			Masks:  []string{c.dir},
 		},
 		newAgent: c.opts.NewAgent,
 		beat:     &kube.NodeHeartbeat{Client: client, NodeName: opts.Name, Interval: c.opts.HeartbeatInterval},

@@ -167,6 +167,10 @@ type NodeEnv struct {
 	KubeletAPI *agent.KubeletAPIConfig
 	// Logger is Options.Logger named by the node.
 	Logger logr.Logger
+	// Masks are the host paths the node's pods must not see: the
+	// cluster's directory, with its certificates, keys and kubeconfigs
+	// (agent.Config.Masks).
+	Masks []string
 }
 
 // DefaultAgent returns podkit's agent (package agent) over the process
@@ -182,5 +186,6 @@ func DefaultAgent(env NodeEnv) (Agent, error) {
 		HeartbeatInterval:    -1,
 		HousekeepingInterval: DefaultHousekeepingInterval,
 		Logger:               env.Logger,
+		Masks:                env.Masks,
 	})
 }

@@ -1,6 +1,7 @@
 package processruntime
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"syscall"
@@ -8,12 +9,31 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// start starts c's process (c.starting is set) and records the outcome.
-func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
+// start starts c's process (c.starting is set) and records the outcome:
+// the process, an exit with ReasonStartError, or, when the container's
+// configuration cannot be applied (runAsNonRoot), why it waits.
+func (r *Runtime) start(ctx context.Context, p *podState, pod *v1.Pod, c *container) {
 	spec := findContainer(pod, c.rec.Name)
 	now := r.clock.Now()
+	if spec != nil {
+		if _, _, _, waiting := r.identity(pod, spec, effectiveSecurity(pod, spec)); waiting != nil {
+			r.mu.Lock()
+			c.starting = false
+			changed := c.waiting == nil || *c.waiting != *waiting
+			c.waiting = waiting
+			ev := r.eventLocked(ContainerFailed, p, c.rec.Name)
+			ev.Reason, ev.Message = waiting.Reason, waiting.Message
+			r.mu.Unlock()
+			if changed {
+				r.log.Info("Container cannot be created", "pod", podName(pod), "container", c.rec.Name, "reason", waiting.Reason, "message", waiting.Message)
+				r.emit(ev)
+			}
+			return
+		}
+	}
 
 	r.mu.Lock()
+	c.waiting = nil
 	if c.rec.Exit != nil {
 		// A restart.
 		r.advanceBackOffLocked(c, now)
@@ -25,7 +45,14 @@ func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
 	r.persistLocked(p, c)
 	r.mu.Unlock()
 
-	pr, cmd, err := r.startProcess(p, pod, spec, instance)
+	var pr *proc
+	var cmd *exec.Cmd
+	var err error
+	if p.sb != nil && spec != nil {
+		pr, err = r.startSandboxed(ctx, p, pod, spec, instance)
+	} else {
+		pr, cmd, err = r.startProcess(p, pod, spec, instance)
+	}
 
 	r.mu.Lock()
 	c.starting = false
@@ -47,7 +74,12 @@ func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
 	r.mu.Unlock()
 	r.log.V(2).Info("Container started", "pod", podName(pod), "container", c.rec.Name, "pid", pr.pid)
 
-	go r.reap(p, c, pr, cmd)
+	if pr.sb != nil {
+		r.watchers.Add(1)
+		go r.reapSandboxed(p, c, pr)
+	} else {
+		go r.reap(p, c, pr, cmd)
+	}
 	r.emit(ev)
 }
 
@@ -111,6 +143,10 @@ func (r *Runtime) signal(pr *proc, sig syscall.Signal) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if pr.reaped {
+		return
+	}
+	if pr.sb != nil {
+		r.signalSandboxed(pr, sig)
 		return
 	}
 	if pr.adopted && !sameProcess(pr.pid, pr.startTicks) {

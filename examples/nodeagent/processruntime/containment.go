@@ -48,31 +48,62 @@ func (m CgroupMode) String() string {
 	return fmt.Sprintf("CgroupMode(%d)", int(m))
 }
 
-// Containment says how a Runtime contains the processes of its pods.
+// Containment says how a Runtime contains the processes of its pods,
+// isolates them (Sandbox) and limits them (Limits).
 type Containment struct {
 	// Cgroup is the cgroup v2 directory that holds one cgroup per pod
 	// (and in it one per container); empty when no cgroup is used.
 	Cgroup string
 	// Fallback says why no cgroup is used; empty when one is.
 	Fallback string
+	// Sandbox is true when every pod runs in a sandbox of its own;
+	// SandboxFallback says why not, when not.
+	Sandbox         bool
+	SandboxFallback string
+	// Limits says how each kind of pod limit is enforced; Limits.Missing
+	// lists those the machine lacks, for the Node's conditions or events.
+	Limits Limits
+	// Network says how pods are networked: the host's network, a
+	// namespace each with a loopback only, or on the node's bridge.
+	Network string
 }
 
 // String describes the containment in one line, for an agent's startup
 // message.
 func (c Containment) String() string {
+	var b strings.Builder
 	if c.Cgroup != "" {
-		return "a cgroup v2 per pod, under " + c.Cgroup
+		b.WriteString("a cgroup v2 per pod, under " + c.Cgroup)
+	} else {
+		b.WriteString("process groups and the environment scan (" + c.Fallback + ")")
 	}
-	return "process groups and the environment scan (" + c.Fallback + ")"
+	if c.Sandbox {
+		b.WriteString("; a sandbox per pod (user, mount, PID, IPC, UTS and network namespaces)")
+	} else {
+		b.WriteString("; no sandbox: pods run in the host's namespaces, as the agent's user (" + c.SandboxFallback + ")")
+	}
+	for _, k := range []struct{ kind, how string }{{"pids", c.Limits.Pids}, {"memory", c.Limits.Memory}, {"cpu", c.Limits.CPU}} {
+		if k.how != "" {
+			b.WriteString("; " + k.kind + " limited through " + k.how)
+		}
+	}
+	if c.Network != "" {
+		b.WriteString("; " + c.Network)
+	}
+	if m := c.Limits.Missing(); len(m) > 0 {
+		b.WriteString("; not limited (the machine has no controller for it): " + strings.Join(m, ", "))
+	}
+	return b.String()
 }
 
-// Containment returns how the runtime contains the processes of its pods.
-// It is fixed at Open.
+// Containment returns how the runtime contains, isolates and limits the
+// processes of its pods. It is fixed at Open.
 func (r *Runtime) Containment() Containment {
+	c := Containment{Fallback: r.noCgroupReason, Sandbox: r.sandboxes != nil, SandboxFallback: r.noSandboxReason, Limits: r.limits.kinds(), Network: r.networkDescription()}
 	if r.cgroups != nil {
-		return Containment{Cgroup: r.cgroups.base}
+		c.Cgroup, c.Fallback = r.cgroups.base, ""
 	}
-	return Containment{Fallback: r.noCgroupReason}
+	return c
 }
 
 // runtimeID names the runtime of a state directory (an absolute path): it
@@ -271,6 +302,12 @@ func (r *Runtime) cgroupOfProcess(pid int) string {
 // creating a pod's cgroup and recording the pod, or records removed by
 // hand): no one else would ever stop their processes.
 func (r *Runtime) killUnrecordedCgroups() {
+	for _, uid := range r.limits.v1Pods() {
+		if r.pods[uid] == nil {
+			r.limits.killPod(uid)
+			_ = r.limits.remove(uid)
+		}
+	}
 	if r.cgroups == nil {
 		return
 	}

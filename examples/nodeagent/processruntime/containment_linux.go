@@ -146,6 +146,16 @@ func (t *cgroupTree) podCgroup(uid types.UID) string {
 // newContainerCgroup creates a new cgroup for a process of container
 // name of pod uid, removing the container's earlier ones that are empty.
 func (t *cgroupTree) newContainerCgroup(uid types.UID, name string) (string, error) {
+	return t.newLeafCgroup(uid, "ctr-"+name+".")
+}
+
+// sandboxCgroupPrefix names the cgroups of a pod's sandbox init (and its
+// setup stage): no container's, whose names hold no '_'.
+const sandboxCgroupPrefix = "sandbox_."
+
+// newLeafCgroup creates a new cgroup of pod uid named prefix and a number,
+// removing the empty ones of the same prefix.
+func (t *cgroupTree) newLeafCgroup(uid types.UID, prefix string) (string, error) {
 	pod := t.podCgroup(uid)
 	if err := os.MkdirAll(pod, 0o755); err != nil {
 		return "", fmt.Errorf("creating the pod's cgroup: %w", err)
@@ -154,7 +164,6 @@ func (t *cgroupTree) newContainerCgroup(uid types.UID, name string) (string, err
 	if err != nil {
 		return "", fmt.Errorf("listing the pod's cgroup: %w", err)
 	}
-	prefix := "ctr-" + name + "."
 	used := map[string]bool{}
 	for _, e := range entries {
 		n, ok := strings.CutPrefix(e.Name(), prefix)
@@ -203,7 +212,17 @@ func (t *cgroupTree) podCgroups() ([]types.UID, error) {
 // elsewhere it is moved there right after it starts. A process that
 // cannot be put in its cgroup is killed and the start fails.
 func (t *cgroupTree) start(cmd *exec.Cmd, uid types.UID, name string) (string, error) {
-	dir, err := t.newContainerCgroup(uid, name)
+	return t.startLeaf(cmd, uid, "ctr-"+name+".")
+}
+
+// startSandbox starts a sandbox's setup stage of pod uid in a new cgroup
+// of the pod's, where the init it starts stays.
+func (t *cgroupTree) startSandbox(cmd *exec.Cmd, uid types.UID) (string, error) {
+	return t.startLeaf(cmd, uid, sandboxCgroupPrefix)
+}
+
+func (t *cgroupTree) startLeaf(cmd *exec.Cmd, uid types.UID, prefix string) (string, error) {
+	dir, err := t.newLeafCgroup(uid, prefix)
 	if err != nil {
 		return "", err
 	}

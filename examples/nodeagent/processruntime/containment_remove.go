@@ -9,7 +9,8 @@ import (
 )
 
 // RemoveCgroups removes the cgroups the process runtime of stateDir made
-// for its pods, and its own cgroup, once no process is left in them.
+// for its pods, and its own cgroups, once no process is left in them: its
+// cgroup v2 tree and the cgroup v1 directories it limits pods with.
 //
 // A Runtime's Close removes the cgroups that hold no process and keeps
 // those of pods still running, for a later Runtime on stateDir to adopt.
@@ -21,7 +22,21 @@ import (
 // whose runtime made no cgroup (CgroupsOff, a machine without a writable
 // cgroup v2, not Linux) is not an error. Call it from any goroutine, but
 // not while a Runtime uses stateDir.
+//
+// It also drops, from DefaultIDRegistry, the claims of the ranges of host
+// IDs that stateDir's pods held (their processes are gone: the ranges are
+// free for other pods at once, rather than once found stale).
 func RemoveCgroups(stateDir string) error {
+	releaseIDClaims(stateDir)
+	v1err := removeV1Cgroups(stateDir)
+	if v1err != nil {
+		v1err = fmt.Errorf("processruntime: %w", v1err)
+	}
+	return errors.Join(removeV2Cgroups(stateDir), v1err)
+}
+
+// removeV2Cgroups removes the pods' cgroup v2 tree (see RemoveCgroups).
+func removeV2Cgroups(stateDir string) error {
 	b, err := os.ReadFile(filepath.Join(stateDir, cgroupRecordFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

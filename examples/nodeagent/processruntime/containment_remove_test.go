@@ -41,6 +41,11 @@ func TestRemoveCgroupsAfterTheProcessesAreGone(t *testing.T) {
 
 	processruntime.KillProcesses(processes(t, pod.UID))
 	require.NoError(t, processruntime.RemoveCgroups(dir), "once killed, the processes' cgroups go")
+	claims, _ := os.ReadDir(processruntime.DefaultIDRegistry)
+	for _, c := range claims {
+		b, _ := os.ReadFile(filepath.Join(processruntime.DefaultIDRegistry, c.Name()))
+		assert.NotContains(t, string(b), dir+"\n", "the pod's range of host IDs is free again")
+	}
 	assert.NoDirExists(t, base, "and the runtime's own")
 	require.NoError(t, processruntime.RemoveCgroups(dir), "a second call finds nothing to do")
 }

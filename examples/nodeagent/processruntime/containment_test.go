@@ -40,7 +40,11 @@ func escaperPod(uid types.UID) *v1.Pod {
 
 // eachContainment runs test once with a cgroup per pod (skipped, saying
 // why, where no writable cgroup v2 hierarchy exists) and once with process
-// groups and the environment scan only.
+// groups and the environment scan only. These tests are of the
+// containment of pods run without a sandbox (the fallback where a
+// machine has none): a sandbox's PID namespace holds every process of its
+// pod anyway (sandbox_containment_test.go), and the PIDs its processes
+// write are its namespace's, not the host's.
 func eachContainment(t *testing.T, test func(t *testing.T, mode processruntime.CgroupMode)) {
 	t.Run("cgroup", func(t *testing.T) {
 		t.Parallel()
@@ -104,6 +108,7 @@ func escapedPIDAt(t *testing.T, path string) (int, string) {
 // with what it holds).
 func removeTestCgroup(t *testing.T, rt *processruntime.Runtime) {
 	t.Helper()
+	defer removeTestV1Cgroups(t, rt)
 	base := rt.Containment().Cgroup
 	if base == "" {
 		return
@@ -129,6 +134,17 @@ func removeTestCgroup(t *testing.T, rt *processruntime.Runtime) {
 		if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
 			t.Errorf("removing the test's cgroup %s: %v", dirs[i], err)
 		}
+	}
+}
+
+// removeTestV1Cgroups removes the cgroup v1 directories that limited the
+// pods of rt (closed): the cgroup v2 kill above, or the pods' own
+// termination, has ended their processes.
+func removeTestV1Cgroups(t *testing.T, rt *processruntime.Runtime) {
+	t.Helper()
+	stateDir := filepath.Dir(filepath.Dir(rt.PodDir("x")))
+	if err := processruntime.RemoveCgroups(stateDir); err != nil {
+		t.Errorf("removing the test's cgroups: %v", err)
 	}
 }
 
@@ -163,7 +179,7 @@ func alive(pid int, start string) bool { return start != "" && startTime(pid) ==
 func TestAProcessThatLeftItsSessionStopsWithItsPod(t *testing.T) {
 	t.Parallel()
 	eachContainment(t, func(t *testing.T, mode processruntime.CgroupMode) {
-		rt := openRuntime(t, processruntime.Options{Cgroups: mode})
+		rt := openRuntime(t, processruntime.Options{Sandbox: processruntime.SandboxOff, Cgroups: mode})
 		pod := escaperPod(types.UID(fmt.Sprintf("escaper-%d", time.Now().UnixNano())))
 		_, err := syncPod(rt, pod)
 		require.NoError(t, err)
@@ -198,7 +214,7 @@ func TestAProcessThatLeftItsSessionStopsWithItsPod(t *testing.T) {
 // for its log shim.)
 func TestThePodSweepKillsAProcessOfNoKnownContainer(t *testing.T) {
 	t.Parallel()
-	rt := openRuntime(t, processruntime.Options{Cgroups: processruntime.CgroupsOff})
+	rt := openRuntime(t, processruntime.Options{Sandbox: processruntime.SandboxOff, Cgroups: processruntime.CgroupsOff})
 	pod := newPod(v1.RestartPolicyAlways, "main", processruntime.EnvContainerName+`=other setsid sleep 300 >/dev/null 2>&1 & echo $! > escaped.pid; exec sleep 300`)
 	_, err := syncPod(rt, pod)
 	require.NoError(t, err)
@@ -225,7 +241,7 @@ func TestThePodSweepKillsAProcessOfNoKnownContainer(t *testing.T) {
 func TestACgroupHoldsAProcessThatClearedItsEnvironment(t *testing.T) {
 	t.Parallel()
 	requireCgroups(t)
-	rt := openRuntime(t, processruntime.Options{Cgroups: processruntime.CgroupsRequired})
+	rt := openRuntime(t, processruntime.Options{Sandbox: processruntime.SandboxOff, Cgroups: processruntime.CgroupsRequired})
 	pod := newPod(v1.RestartPolicyAlways, "main", `env -i setsid sleep 300 & echo $! > hidden.pid; exec sleep 300`)
 	_, err := syncPod(rt, pod)
 	require.NoError(t, err)
@@ -244,7 +260,7 @@ func TestACgroupKillsWhatAnExitedContainerLeftOutsideItsGroup(t *testing.T) {
 	t.Parallel()
 	requireCgroups(t)
 	ev := newEvents()
-	rt := openRuntime(t, processruntime.Options{Cgroups: processruntime.CgroupsRequired, OnEvent: ev.add})
+	rt := openRuntime(t, processruntime.Options{Sandbox: processruntime.SandboxOff, Cgroups: processruntime.CgroupsRequired, OnEvent: ev.add})
 	pod := newPod(v1.RestartPolicyNever, "parent", `setsid sleep 300 & echo $! > escaped.pid; sleep 0.2`)
 	_, err := syncPod(rt, pod)
 	require.NoError(t, err)
@@ -262,7 +278,7 @@ func TestARestartedAgentKillsWhatADeadContainerLeftBehind(t *testing.T) {
 	eachContainment(t, func(t *testing.T, mode processruntime.CgroupMode) {
 		dir := t.TempDir()
 		uid := types.UID(fmt.Sprintf("escaper-%d", time.Now().UnixNano()))
-		startPreviousAgent(t, dir, uid, []string{envHelperPod + "=escaper", envHelperCgroups + "=" + mode.String()})
+		startPreviousAgent(t, dir, uid, []string{envHelperPod + "=escaper", envHelperSandbox + "=off", envHelperCgroups + "=" + mode.String()})
 		pid, start := escapedPIDAt(t, filepath.Join(dir, "pods", string(uid), "scratch", "escaped.pid"))
 		// setsid(1) leaves the group just after it starts.
 		var main []processruntime.Process
@@ -281,7 +297,7 @@ func TestARestartedAgentKillsWhatADeadContainerLeftBehind(t *testing.T) {
 		eventually(t, 5*time.Second, "the main process is gone", func() bool { return !alive(main[0].PID, mainStart) })
 		require.True(t, alive(pid, start), "the escaped child outlived the main process")
 
-		rt := openRuntime(t, processruntime.Options{StateDir: dir, Cgroups: mode})
+		rt := openRuntime(t, processruntime.Options{StateDir: dir, Sandbox: processruntime.SandboxOff, Cgroups: mode})
 		eventually(t, 5*time.Second, "the escaped child is killed", func() bool { return len(processes(t, uid)) == 0 })
 		c, _ := status(t, rt, uid).Container("main")
 		assert.Equal(t, processruntime.ContainerStateExited, c.State)
@@ -296,8 +312,8 @@ func TestARuntimePodIsKilledWhole(t *testing.T) {
 	requireCgroups(t)
 	dir := t.TempDir()
 	uid := types.UID(fmt.Sprintf("runtime-only-%d", time.Now().UnixNano()))
-	startPreviousAgent(t, dir, uid, []string{envHelperPod + "=escaper", envHelperCgroups + "=required"})
-	rt := openRuntime(t, processruntime.Options{StateDir: dir, Cgroups: processruntime.CgroupsRequired})
+	startPreviousAgent(t, dir, uid, []string{envHelperPod + "=escaper", envHelperSandbox + "=off", envHelperCgroups + "=required"})
+	rt := openRuntime(t, processruntime.Options{StateDir: dir, Sandbox: processruntime.SandboxOff, Cgroups: processruntime.CgroupsRequired})
 	pid, start := escapedPID(t, rt, uid, "escaped.pid")
 	require.True(t, status(t, rt, uid).Running(), "the orphans were adopted")
 
@@ -309,9 +325,14 @@ func TestARuntimePodIsKilledWhole(t *testing.T) {
 
 func TestContainment(t *testing.T) {
 	t.Parallel()
-	off := openRuntime(t, processruntime.Options{Cgroups: processruntime.CgroupsOff})
-	assert.Equal(t, processruntime.Containment{Fallback: "cgroups are turned off"}, off.Containment())
-	assert.Equal(t, "process groups and the environment scan (cgroups are turned off)", off.Containment().String())
+	off := openRuntime(t, processruntime.Options{Sandbox: processruntime.SandboxOff, Cgroups: processruntime.CgroupsOff, PodPidsLimit: -1})
+	c := off.Containment()
+	assert.Equal(t, "cgroups are turned off", c.Fallback)
+	assert.Empty(t, c.Cgroup)
+	assert.False(t, c.Sandbox)
+	assert.Equal(t, "sandboxes are turned off", c.SandboxFallback)
+	assert.True(t, strings.HasPrefix(c.String(), "process groups and the environment scan (cgroups are turned off); no sandbox: pods run in the host's namespaces, as the agent's user (sandboxes are turned off)"), c.String())
+	assert.Equal(t, processruntime.Limits{Pids: "RLIMIT_NPROC"}.Missing(), []string{"memory", "cpu"})
 
 	_, err := processruntime.Open(processruntime.Options{StateDir: t.TempDir(), CgroupParent: t.TempDir()})
 	require.Error(t, err, "a cgroup parent that is no cgroup is an error")

@@ -5,8 +5,10 @@
 // A container is its command and args, run with its env in its workingDir
 // (by default the pod's scratch directory), as the leader of a process
 // group of its own, its stdout and stderr drained by a log shim into
-// rotated log files (see Logs below). The image is
-// recorded, never pulled. Restarts follow the pod's restartPolicy with the
+// rotated log files (see Logs below), inside its pod's sandbox where the
+// machine allows one (see Sandbox below): a user, mount, PID, IPC, UTS
+// and network namespace of the pod's own, its securityContext applied. The
+// image is recorded, never pulled. Restarts follow the pod's restartPolicy with the
 // kubelet's exponential backoff; init containers run first, in order, each
 // to success. Termination is SIGTERM to each group, the grace period, then
 // SIGKILL; a cancelled context escalates at once. Every process a pod
@@ -24,11 +26,18 @@
 //     exits (podworker.PodWorkers.Resync), so restarts and completion are
 //     acted on at once rather than at the next resync.
 //  4. Give lifecycle.Options.RuntimePods a lister over RuntimePods, and
-//     reject in admission the pods ValidatePod refuses.
-//  5. From housekeeping, once every config source has delivered its pods,
+//     list the Runtime among the admission handlers (Admit), so the pods
+//     Runtime.ValidatePod refuses fail at once with its reason. Name in
+//     Options.Masks the agent's own credentials and configuration, and
+//     decide Options.AllowHostAccess (off: privileged and host-namespace
+//     pods are refused).
+//  5. Report Containment at startup, and what Containment().Limits.Missing
+//     lists (the machine has no controller for it) in the Node's
+//     conditions or events.
+//  6. From housekeeping, once every config source has delivered its pods,
 //     call PruneTombstones with whether config still has each UID, so the
 //     logs of a pod that ended last as long as the pod is in config.
-//  6. Turn a PodStatus into a v1.PodStatus with APIStatus.
+//  7. Turn a PodStatus into a v1.PodStatus with APIStatus.
 //
 // # State directory
 //
@@ -46,6 +55,129 @@
 // run starts clean when it is synced again. One Runtime at a time may use
 // a state directory.
 //
+// A sandboxed pod's directory also holds sandbox.json (its range of host
+// IDs and its init), sandbox/ (the init's control socket, the stages'
+// log, the empty directory its root is built on) and volumes/ (its
+// emptyDir volumes). The state directory holds cgroup.v1 (the cgroup v1
+// directories limiting its pods) and network/ (the pod network's).
+//
+// # Sandbox
+//
+// Where the machine allows it (Options.Sandbox; Containment says), each
+// pod runs in a sandbox of its own, made by the agent's own executable run
+// again (package internal/sandbox: a setup stage as host root, the pod's
+// init, a stage per container; Go cannot act between fork and exec):
+//
+//   - Identity: a user namespace mapping the pod's IDs 0-65535 onto a
+//     range of host IDs no other live pod has, of this runtime or another
+//     on the machine (Options.IDBase, 65536 a pod, claimed in the
+//     machine's Options.IDRegistry and recorded in the pod's directory;
+//     never host root; MapIDs gives a volume manager the same range). Without
+//     runAsUser a container runs as its image's user (Options.ImageUsers;
+//     none known: root), root inside the pod but an unprivileged host ID;
+//     runAsUser, runAsGroup, supplementalGroups and fsGroup apply inside
+//     the namespace, so two pods with the same runAsUser are two host
+//     users. runAsNonRoot refuses a container that would run as root: it
+//     waits in CreateContainerConfigError with the kubelet's message, and
+//     a ContainerFailed event.
+//   - Files: the host's root file system seen through an overlay, its
+//     other file systems read-only, all nosuid and nodev; the pod's writes
+//     kept in memory, private to it, and only where the pod owns the
+//     directory (its "/", and what anyone may write, as /var/tmp): host
+//     files belong to IDs its user namespace does not map. Its own /tmp,
+//     /run, /dev (null, zero, full, random, urandom, tty, pts, shm, mqueue)
+//     and /proc; the state directory (and with it every other pod's
+//     directory and every log) and Options.Masks covered by empty
+//     directories or files; its scratch directory at ScratchPath; its
+//     volumes at their mountPaths (emptyDir, Memory emptyDir, hostPath
+//     where allowed, the others from Options.Volumes), with subPath,
+//     subPathExpr, readOnly and recursiveReadOnly. readOnlyRootFilesystem
+//     makes the root, /tmp and /run read-only.
+//   - Namespaces: PID (the init, its PID 1, reaps the pod's orphans and
+//     takes every process of the pod with it when it is killed), IPC, UTS
+//     (the pod's hostname), mount, network (see Network).
+//   - Each container: capabilities as containerd gives them, without those
+//     its spec drops and with those it adds (of the pod's user namespace:
+//     none acts on the host); allowPrivilegeEscalation: false as
+//     no_new_privs; seccompProfile RuntimeDefault as a filter written here
+//     (refusing what Docker's and containerd's default profile refuses);
+//     procMount Unmasked; the pod's namespaced sysctls.
+//   - What reaches the host (privileged, hostNetwork, hostPID, hostIPC,
+//     hostUsers: true, hostPath volumes) runs only with
+//     Options.AllowHostAccess (Runtime.ValidatePod refuses it otherwise,
+//     ReasonHostAccessNotAllowed): privileged and hostUsers pods then have
+//     no user namespace (their root is the host's), privileged ones the
+//     host's /dev and every capability the agent has.
+//
+// The init is the agent's child and outlives the agent as the containers
+// do; it starts each container process on request over the pod's control
+// socket, in two steps so the runtime records the process's host PID and
+// puts it in its container's cgroup before its command runs, signals its
+// process group for the runtime, and reports its exit (its code included,
+// even for an exit while no agent ran). A restarted runtime reconnects to
+// each init and lists what ran; a pod whose init it cannot reach is
+// killed whole. The log shims stay outside, as host root: the containers'
+// stdout and stderr pipes cross into the pod.
+//
+// Without a sandbox (not root, no user namespaces, a kernel before 5.12,
+// SandboxOff) pods run as before: as the agent's user, in the host's
+// namespaces; Runtime.ValidatePod refuses the pods whose securityContext
+// needs a sandbox (ReasonSandboxUnavailable), and volume mounts are not
+// mounted (a VolumesNotMounted warning says so).
+//
+// What the sandbox cannot do:
+//
+//   - Hide what the host lets everyone read outside the masks: a pod
+//     reads what any unprivileged user of the machine reads. Nor keep a
+//     pod from what a host service offers on a non-loopback address (see
+//     Network).
+//   - Give each container its own root: the containers of a pod share its
+//     root, /tmp, /run, /dev/shm and PID namespace (a kubelet gives each
+//     container its own root, and a PID namespace unless
+//     shareProcessNamespace). The pod's writes to its root, /tmp, /run and
+//     /dev/shm are in memory, at most 256 MiB each, counted in its memory
+//     cgroup. A container holding CAP_SYS_ADMIN of its user namespace can
+//     see the other volumes of its own pod.
+//   - Follow the host's root as it changes: it is the overlay's lower
+//     layer, and a file the pod has looked up may not show a later change.
+//   - Refuse system calls newer than its list: the RuntimeDefault filter
+//     lists refusals, where the default profile lists what it allows. Only
+//     the agent's architecture runs under it (amd64 and arm64).
+//   - Bound a disk emptyDir (sizeLimit is enforced for Memory volumes).
+//   - Keep a pod's processes from signalling its init (the same user): it
+//     ignores every signal but SIGKILL from the host.
+//   - With hostPID, end the pod's processes by killing the init (the
+//     cgroup or the environment scan does).
+//
+// # Limits
+//
+// Each pod is limited where the kernel offers a controller
+// (Containment().Limits says how, Limits.Missing what the machine lacks):
+// its processes (Options.PodPidsLimit, threads included, the init's among
+// them), memory and cpu from its resources (pod-level resources, or the
+// sum of its containers' limits when every container has one, at least the
+// largest init container's; cpu requests as a share). Through the pods'
+// cgroup v2 tree where its parent offers the controllers, else the cgroup
+// v1 hierarchy of each controller under the agent's own cgroup there,
+// else, for pids and sandboxed pods only, RLIMIT_NPROC on the pod's host
+// IDs (a bound per user of the pod, not for the pod as a whole).
+// Containers are not limited one by one.
+//
+// # Network
+//
+// A sandboxed pod has a network namespace of its own. With
+// Options.PodCIDR it is the pod network's (package internal/podnet): owned
+// by the host's user namespace (the pod's root cannot give itself another
+// pod's address), with an address of the range on the node's bridge,
+// reported in the pod's status; pods reach each other and the node, and
+// no service bound to the host's loopback (a pod's loopback is its own).
+// Without, the namespace has a loopback only: the pod reaches nothing and
+// nothing reaches it. hostNetwork pods (allowed only with AllowHostAccess)
+// keep the host's network. What a service on the host offers on a wildcard
+// address is reachable from pods on the bridge, as on any kubelet node: it
+// must authenticate. There is no port forwarding (hostPort is refused), no
+// NAT beyond the host, no Services.
+//
 // # Containment
 //
 // Every process a pod starts stops with the pod: when the pod terminates
@@ -55,6 +187,10 @@
 // container died while it was down (Open kills what it left). The runtime
 // uses what Linux offers:
 //
+//   - The sandbox's PID namespace: when the pod stops, its init is killed,
+//     and with it every process of the namespace. Its init carries the
+//     pod's identifiers in its environment, so a scan of the process table
+//     (ScanProcesses, Process.Sandbox) finds it with the pod.
 //   - A cgroup v2 per pod, and in it one per container process, where a
 //     writable cgroup v2 hierarchy exists (Options.Cgroups, CgroupParent;
 //     Runtime.Containment says which containment is in use). A process is
@@ -161,8 +297,12 @@
 // overlap, as the engine guarantees. One goroutine waits for each running
 // process and ends with it (after its log shim); one waits for each log
 // shim this runtime started and ends with it; one polls each adopted
-// process until it ends or Close is called. ReadLogs runs in its caller's
-// goroutine.
+// process until it ends or Close is called. Per sandbox: one goroutine
+// waits for (reaps) an init this runtime started and ends with it, or
+// polls an adopted one until it ends or Close; one reads the init's
+// messages until the connection ends (Close ends it); one per container
+// process waits for its exit from the init until it comes or Close.
+// ReadLogs runs in its caller's goroutine.
 //
 // The runtime reads /proc, so it works on Linux only; elsewhere Open
 // returns an error.

@@ -30,6 +30,16 @@ const (
 	// BackOffUntil in Status says until when. Sent once per SyncPod that
 	// returns ErrBackOff.
 	ContainerBackOff
+	// ContainerFailed: a container could not be created and waits (the
+	// kubelet's Failed event): Reason is the waiting reason
+	// (ReasonCreateContainerConfigError) and Message why. Sent when the
+	// reason or message changes, not at every retry.
+	ContainerFailed
+	// PodWarning: something about the pod the agent should record as a
+	// warning event: Reason and Message say what (ReasonVolumeNotProvided,
+	// ReasonFailedCreatePodSandBox, ...). Sent once per reason and
+	// message in the pod's life.
+	PodWarning
 )
 
 // String returns the type's name, "ContainerStarted" for instance.
@@ -45,6 +55,10 @@ func (t EventType) String() string {
 		return "ContainerKilling"
 	case ContainerBackOff:
 		return "ContainerBackOff"
+	case ContainerFailed:
+		return "ContainerFailed"
+	case PodWarning:
+		return "PodWarning"
 	}
 	return fmt.Sprintf("EventType(%d)", int(t))
 }
@@ -53,11 +67,11 @@ func (t EventType) String() string {
 //
 // ContainerStarted, ContainerExited and PodStopped report changes an agent
 // acts on (an exit calls for a sync, as the kubelet's PLEG does).
-// ContainerKilling and ContainerBackOff are sent from inside the hooks
-// (SyncTerminatingPod, SyncPod) to say what they do, for the record (the
-// kubelet's Killing and BackOff events): an agent must not sync a pod
-// because of them, or a SyncPod in backoff would call itself again and
-// again.
+// ContainerKilling, ContainerBackOff, ContainerFailed and PodWarning are
+// sent from inside the hooks (SyncTerminatingPod, SyncPod) to say what
+// they do, for the record (the kubelet's Killing, BackOff and Failed
+// events, and warnings): an agent must not sync a pod because of them, or
+// a SyncPod in backoff would call itself again and again.
 type Event struct {
 	// Type is what happened.
 	Type EventType
@@ -71,6 +85,9 @@ type Event struct {
 	Init bool
 	// Status is the pod's status just after the change (the caller's).
 	Status PodStatus
+	// Reason and Message, for ContainerFailed and PodWarning, say what
+	// happened (Message never holds a secret: env values are not in it).
+	Reason, Message string
 }
 
 // ContainerStatus returns the status of the event's container in Status.
@@ -135,4 +152,24 @@ func (r *Runtime) emit(evs ...Event) {
 	for _, ev := range evs {
 		r.onEvent(ev)
 	}
+}
+
+// emitWarning sends a PodWarning (container "" for the pod) once per
+// reason and message in the pod's life.
+func (r *Runtime) emitWarning(p *podState, container string, w reasonMessage) {
+	r.mu.Lock()
+	key := container + "\x00" + w.Reason + "\x00" + w.Message
+	if p.warned[key] {
+		r.mu.Unlock()
+		return
+	}
+	if p.warned == nil {
+		p.warned = map[string]bool{}
+	}
+	p.warned[key] = true
+	ev := r.eventLocked(PodWarning, p, container)
+	ev.Reason, ev.Message = w.Reason, w.Message
+	r.mu.Unlock()
+	r.log.Info("Pod warning", "pod", p.uid, "container", container, "reason", w.Reason, "message", w.Message)
+	r.emit(ev)
 }

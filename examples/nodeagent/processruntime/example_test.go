@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+	"github.com/podkit/podkit/lifecycle/admission"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -73,4 +74,37 @@ func ExampleRuntime() {
 	// Output:
 	// hello from a pod
 	// Succeeded Completed
+}
+
+// The runtime is an admission handler: a pod asking for what reaches the
+// host is refused, with the reason its status gets, unless the runtime
+// was opened with AllowHostAccess; what needs nothing of the host is
+// admitted.
+func ExampleRuntime_Admit() {
+	dir, _ := os.MkdirTemp("", "processruntime")
+	defer os.RemoveAll(dir)
+	rt, err := processruntime.Open(processruntime.Options{StateDir: dir})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rt.Close()
+	privileged := true
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "debug", Namespace: "default", UID: "debug-uid"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{
+			Name: "shell", Command: []string{"sh"},
+			SecurityContext: &v1.SecurityContext{Privileged: &privileged},
+		}}},
+	}
+	res := rt.Admit(context.Background(), &admission.Attributes{Pod: pod, Operation: admission.AddOperation})
+	fmt.Println(res.Admit, res.Reason)
+	fmt.Println(res.Message)
+
+	pod.Spec.Containers[0].SecurityContext = nil
+	fmt.Println(rt.Admit(context.Background(), &admission.Attributes{Pod: pod, Operation: admission.AddOperation}).Admit)
+	// Output:
+	// false HostAccessNotAllowed
+	// processruntime: pod default/debug: asks for host access (privileged container "shell"), which this node does not allow
+	// true
 }

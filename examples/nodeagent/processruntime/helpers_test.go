@@ -125,6 +125,19 @@ func processes(t *testing.T, uid types.UID) []processruntime.Process {
 	return found
 }
 
+// containerProcesses returns the live processes of uid's containers:
+// those of processes but the pod's sandbox.
+func containerProcesses(t *testing.T, uid types.UID) []processruntime.Process {
+	t.Helper()
+	var out []processruntime.Process
+	for _, p := range processes(t, uid) {
+		if !p.Sandbox {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // termIgnored reports whether the process ignores SIGTERM (bit 15 of the
 // SigIgn mask in /proc/PID/status).
 func termIgnored(pid int) bool {

@@ -173,20 +173,24 @@ type Process struct {
 	// PID is the process's ID; PGID its process group's.
 	PID, PGID int
 	// PodUID and Container come from the process's environment; a process
-	// the container started inherits them unless it cleared its environment.
+	// the container started inherits them unless it cleared its
+	// environment. Container is empty for the pod's sandbox (its init, or
+	// the setup stage starting it), which Sandbox marks.
 	PodUID    string
 	Container string
+	Sandbox   bool
 	// RuntimeID is the EnvRuntimeID of the runtime that started it.
 	RuntimeID string
 	// StartTicks is the process's start time in clock ticks since boot.
 	StartTicks uint64
 	// Leader is true for the process that leads its group: the container's
-	// main process.
+	// main process (never the sandbox's).
 	Leader bool
 }
 
 // ScanProcesses returns every live (not zombie) process of the machine that
-// carries the runtime's pod environment variables and whose pod UID passes
+// carries the runtime's pod environment variables (a sandbox's init
+// among them) and whose pod UID passes
 // match (nil: any). Processes whose environment cannot be read (another
 // user's, or gone meanwhile) are skipped. It reads the whole process
 // table; it is meant for diagnostics and tests.
@@ -224,7 +228,19 @@ func ScanProcesses(match func(podUID string) bool) ([]Process, error) {
 		if err != nil || s.zombie() {
 			continue
 		}
-		out = append(out, Process{PID: pid, PGID: s.pgrp, PodUID: uid, Container: name, RuntimeID: runtimeID, StartTicks: s.startTicks, Leader: s.pgrp == pid})
+		out = append(out, Process{PID: pid, PGID: s.pgrp, PodUID: uid, Container: name, Sandbox: name == "", RuntimeID: runtimeID, StartTicks: s.startTicks, Leader: s.pgrp == pid && name != ""})
 	}
 	return out, nil
+}
+
+// killChild kills and reaps a child of the runtime's that nothing else
+// waits for.
+func killChild(pid int) {
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	var ws syscall.WaitStatus
+	for {
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+			return
+		}
+	}
 }

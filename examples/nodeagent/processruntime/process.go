@@ -6,10 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/sandbox"
 )
 
 // startProcess starts the process of container spec of pod p, as the
@@ -55,6 +56,11 @@ func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container, ins
 		return nil, nil, fmt.Errorf("starting %q: %w", exe, err)
 	}
 	pid := cmd.Process.Pid
+	// Its limits, where they are cgroup v1's (just after it started: what
+	// it forks in that instant is not limited).
+	if err := r.limits.place(p.uid, pid); err != nil {
+		r.log.Error(err, "Cannot put a container process in its pod's cgroups; its pod's limits do not apply to it", "pod", p.uid, "pid", pid)
+	}
 	// The child is not reaped before reap runs, so its stat is readable
 	// even if it has already exited.
 	st, err := readStat(pid)
@@ -71,7 +77,7 @@ func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container, ins
 // variables (EnvPodUID and the others). It also returns the PATH commands are looked up in.
 func (r *Runtime) environment(pod *v1.Pod, spec *v1.Container) (env []string, path string) {
 	path = r.path
-	env = []string{"HOSTNAME=" + pod.Name, "HOME=/"}
+	env = []string{"HOSTNAME=" + podHostname(pod), "HOME=/"}
 	for _, e := range spec.Env {
 		v := e.Value
 		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
@@ -97,47 +103,11 @@ func (r *Runtime) environment(pod *v1.Pod, spec *v1.Container) (env []string, pa
 // container's env sets no PATH: name itself when it holds a slash, else the
 // first match in the runtime's PATH (Options.Path). The error names the
 // command and the PATH searched. An agent can use it to check up front
-// that the commands it means to run exist.
-func (r *Runtime) LookPath(name string) (string, error) { return lookPath(name, r.path, "/") }
+// that the commands it means to run exist (a sandboxed pod looks its
+// command up in its own view, which shows the host's programs the same).
+func (r *Runtime) LookPath(name string) (string, error) { return sandbox.LookPath(name, r.path, "/") }
 
-// lookPath finds the executable for name: a name with a slash is a path
-// (relative to dir), any other is looked up in path. The error names the
-// command and the PATH searched, so a typo in a manifest is plain to see.
-func lookPath(name, path, dir string) (string, error) {
-	if strings.Contains(name, "/") {
-		p := name
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		if err := executable(p); err != nil {
-			return "", fmt.Errorf("command %q: %w", name, err)
-		}
-		return p, nil
-	}
-	for _, d := range filepath.SplitList(path) {
-		if d == "" || !filepath.IsAbs(d) {
-			continue
-		}
-		p := filepath.Join(d, name)
-		if executable(p) == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("command %q not found in PATH %q", name, path)
-}
-
-func executable(p string) error {
-	fi, err := os.Stat(p)
-	switch {
-	case err != nil:
-		return errors.New("no such file")
-	case fi.IsDir():
-		return errors.New("is a directory")
-	case fi.Mode()&0o111 == 0:
-		return errors.New("is not executable")
-	}
-	return nil
-}
+func lookPath(name, path, dir string) (string, error) { return sandbox.LookPath(name, path, dir) }
 
 // exitStatus turns a reaped process's state into an ExitStatus (without
 // times).

@@ -23,6 +23,14 @@ func (r *Runtime) recoverState() {
 	for _, lp := range loaded {
 		p := &podState{uid: lp.pod.UID, namespace: lp.pod.Namespace, name: lp.pod.Name, dir: lp.dir, startedAt: lp.pod.StartedAt, containers: map[string]*container{}}
 		r.pods[p.uid] = p
+		if srec, ok := readSandboxRecord(lp.dir); ok {
+			for _, rec := range lp.containers {
+				p.containers[rec.Name] = &container{rec: rec}
+			}
+			r.recoverSandboxed(p, srec, now)
+			r.recoverTombstone(p, lp)
+			continue
+		}
 		for _, rec := range lp.containers {
 			c := &container{rec: rec}
 			p.containers[rec.Name] = c
@@ -75,17 +83,24 @@ func (r *Runtime) recoverState() {
 			c.rec.PID, c.rec.PGID, c.rec.StartTicks = 0, 0, 0
 			r.persistLocked(p, c)
 		}
-		if lp.pod.CleanedUp {
-			if procs := p.procsLocked(); len(procs) > 0 {
-				// Cannot happen unless the directory was tampered with: treat
-				// it as a live pod, so housekeeping kills it if unwanted.
-				r.log.Info("A cleaned-up pod has running processes; it is treated as a running pod", "pod", p.uid, "processes", len(procs))
-				continue
-			}
-			p.cleanedUp, p.stopped, p.earlier = true, true, true
-		}
+		r.recoverTombstone(p, lp)
 	}
 	r.killUnrecordedCgroups()
+}
+
+// recoverTombstone marks a pod read back at Open cleaned up when its
+// record says so and nothing of it runs.
+func (r *Runtime) recoverTombstone(p *podState, lp loadedPod) {
+	if !lp.pod.CleanedUp {
+		return
+	}
+	if procs := p.procsLocked(); len(procs) > 0 {
+		// Cannot happen unless the directory was tampered with: treat it as
+		// a live pod, so housekeeping kills it if unwanted.
+		r.log.Info("A cleaned-up pod has running processes; it is treated as a running pod", "pod", p.uid, "processes", len(procs))
+		return
+	}
+	p.cleanedUp, p.stopped, p.earlier = true, true, true
 }
 
 // killLeftovers SIGKILLs what remains of the group led by the process

@@ -1,8 +1,10 @@
 package processruntime
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/podnet"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/sandbox"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -33,7 +37,7 @@ const (
 
 // DefaultPath is the PATH commands are looked up in when neither the
 // container's env nor Options.Path sets one.
-const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const DefaultPath = sandbox.DefaultPath
 
 var (
 	// ErrBackOff is wrapped by the error SyncPod returns while a container
@@ -99,6 +103,52 @@ type Options struct {
 	// however often it restarts. As the kubelet's containerLogMaxFiles.
 	// Defaults to DefaultContainerLogMaxFiles (5); at least 2.
 	ContainerLogMaxFiles int
+	// Sandbox says whether each pod runs in a sandbox of its own (see
+	// Sandbox in the package doc). Defaults to SandboxAuto: where the
+	// machine allows it.
+	Sandbox SandboxMode
+	// AllowHostAccess lets pods ask for what reaches the host: privileged
+	// containers, hostNetwork, hostPID, hostIPC, hostUsers: true and
+	// hostPath volumes. Defaults to false: Runtime.ValidatePod refuses
+	// such pods (ReasonHostAccessNotAllowed).
+	AllowHostAccess bool
+	// Masks are host paths no pod sees (an empty directory or file in
+	// their place), beyond the state directory, which is always masked:
+	// the agent's kubeconfig, credentials and configuration.
+	Masks []string
+	// IDBase is the first host user and group ID of the pods' ranges: a
+	// sandboxed pod's user namespace maps its IDs 0-65535 onto a range of
+	// its own, IDBase+n*65536 for the pod's n. Defaults to DefaultIDBase;
+	// at least 65536.
+	IDBase uint32
+	// IDRanges is how many ranges there are, so how many pods may have a
+	// sandbox at once. Defaults to as many as fit below 2^32.
+	IDRanges int
+	// IDRegistry is the directory where the machine's runtimes record which
+	// pod holds which range, so that two runtimes (two agents, the nodes of
+	// podkit-cluster) never give one range to two pods. Defaults to
+	// DefaultIDRegistry; all the runtimes of a machine must share it.
+	IDRegistry string
+	// PodPidsLimit bounds the processes of each pod (see Limits in the
+	// package doc). Defaults to DefaultPodPidsLimit; negative: no bound.
+	PodPidsLimit int64
+	// ImageUsers tells which user an image runs as, for containers without
+	// runAsUser. Defaults to none: they run as root inside their pod.
+	ImageUsers ImageUsers
+	// PodCIDR, when set, gives sandboxed pods a network: a network
+	// namespace each (owned by the host's user namespace: the pod's root
+	// cannot reconfigure it), attached to a bridge of the node's
+	// (BridgeName) with an IPv4 address of the range, which the pod's
+	// status reports. Defaults to none: each sandbox has a network
+	// namespace with only a loopback. See Network in the package doc.
+	PodCIDR netip.Prefix
+	// BridgeName names the node's bridge. Defaults to podkit0; agents
+	// sharing a machine need one each (and disjoint PodCIDRs).
+	BridgeName string
+	// Volumes provides the content of the volumes the runtime does not make
+	// itself. Defaults to none: such volumes are mounted empty and
+	// read-only, and the pod gets a VolumeNotProvided warning.
+	Volumes VolumeSource
 	// OnEvent, when set, is called after each container start and exit and
 	// when a pod has stopped, like the kubelet's PLEG: an agent uses
 	// ContainerExited to sync the pod again soon. It is called from the
@@ -147,11 +197,28 @@ type Runtime struct {
 	noCgroupReason string
 	logMaxSize     int64
 	logMaxFiles    int
+	// sandboxes hands out the pods' ID ranges; nil when pods run without
+	// a sandbox, for noSandboxReason.
+	sandboxes       *idRanges
+	noSandboxReason string
+	allowHostAccess bool
+	// masks are the host paths pods do not see (the state directory's
+	// first).
+	masks        []string
+	imageUsers   ImageUsers
+	volumeSource VolumeSource
+	limits       *limiter
+	pidsLimit    int64
+	// network is the pod network; nil without Options.PodCIDR.
+	network *podnet.Network
 
 	// closing is closed by Close; watchers of adopted processes then stop.
-	closing   chan struct{}
-	closeOnce sync.Once
-	watchers  sync.WaitGroup
+	// closingCtx ends with it.
+	closing       chan struct{}
+	closingCtx    context.Context
+	closingCancel context.CancelFunc
+	closeOnce     sync.Once
+	watchers      sync.WaitGroup
 
 	// mu guards pods and everything reachable from it except proc.mu's
 	// fields. It is never held while waiting for a process or calling
@@ -192,6 +259,15 @@ type podState struct {
 	// records (a pod that finished stays finished). Otherwise a SyncPod for
 	// a cleaned-up UID is a restart of the UID and starts it clean.
 	earlier bool
+	// sb is the pod's sandbox (nil: none was started, or the pod runs
+	// without one).
+	sb *podSandbox
+	// limited: the pod's limits were applied to its cgroups (for a pod run
+	// without a sandbox, at its first start).
+	limited bool
+	// warned holds the reasons of the warnings sent for the pod, each
+	// sent once.
+	warned map[string]bool
 }
 
 // container is one container of a pod: its persisted record and, while it
@@ -204,6 +280,9 @@ type container struct {
 	// starting is true while SyncPod starts a process for it outside the
 	// lock.
 	starting bool
+	// waiting, when set, is why the container could not be created
+	// (CreateContainerConfigError): it is tried again at each SyncPod.
+	waiting *reasonMessage
 }
 
 // proc is one running container process.
@@ -218,6 +297,10 @@ type proc struct {
 	adopted   bool
 	// shim is the log shim of the process's container instance.
 	shim *logShim
+	// sb is the sandbox the process runs in, and name its name there; nil
+	// for a process the runtime started itself.
+	sb   *podSandbox
+	name string
 	// done is closed once the process has ended and its exit is recorded.
 	done chan struct{}
 
@@ -243,6 +326,11 @@ func Open(opts Options) (*Runtime, error) {
 	if opts.StateDir == "" {
 		return nil, errors.New("processruntime: Options.StateDir is required")
 	}
+	for _, m := range opts.Masks {
+		if !filepath.IsAbs(m) {
+			return nil, fmt.Errorf("processruntime: Options.Masks: %q is not an absolute path", m)
+		}
+	}
 	if opts.BackOff < 0 || opts.MaxBackOff < 0 || opts.KillTimeout < 0 || opts.PollInterval < 0 {
 		return nil, errors.New("processruntime: durations in Options must not be negative")
 	}
@@ -259,6 +347,17 @@ func Open(opts Options) (*Runtime, error) {
 		logMaxFiles: opts.ContainerLogMaxFiles,
 		closing:     make(chan struct{}),
 		pods:        map[types.UID]*podState{},
+
+		allowHostAccess: opts.AllowHostAccess,
+		imageUsers:      opts.ImageUsers,
+		volumeSource:    opts.Volumes,
+		pidsLimit:       opts.PodPidsLimit,
+	}
+	switch {
+	case r.pidsLimit == 0:
+		r.pidsLimit = DefaultPodPidsLimit
+	case r.pidsLimit < 0:
+		r.pidsLimit = 0
 	}
 	if r.path == "" {
 		if r.path = os.Getenv("PATH"); r.path == "" {
@@ -315,7 +414,21 @@ func Open(opts Options) (*Runtime, error) {
 		r.lock.Close()
 		return nil, err
 	}
+	r.masks = append([]string{abs}, opts.Masks...)
+	if err := r.openSandboxes(abs, opts); err != nil {
+		r.lock.Close()
+		return nil, err
+	}
+	r.limits = openLimiter(abs, r.cgroups, r.pidsLimit, r.sandboxes != nil)
+	r.closingCtx, r.closingCancel = context.WithCancel(context.Background())
 	r.recoverState()
+	if err := r.openNetwork(abs, opts); err != nil {
+		r.closeSandboxConns()
+		r.closingCancel()
+		r.lock.Close()
+		return nil, err
+	}
+	r.reattachNetworks()
 	return r, nil
 }
 
@@ -345,10 +458,18 @@ func lockDir(dir string) (*os.File, error) {
 func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.closing)
+		r.closingCancel()
+		// What waits on a sandbox's connection stops with it; the sandboxes
+		// keep running, for a later Runtime to connect to.
+		r.closeSandboxConns()
 		r.watchers.Wait()
+		if r.network != nil {
+			_ = r.network.Close()
+		}
 		if r.cgroups != nil {
 			r.cgroups.removeEmpty()
 		}
+		r.limits.removeEmpty()
 		// Unlock before closing: a child being forked at this moment holds
 		// a copy of the descriptor until it execs, and the lock would
 		// outlive Close until then, failing an Open that follows at once.

@@ -83,7 +83,7 @@ func TestProcessesLeftBehindAreKilledWithTheirContainer(t *testing.T) {
 	terminal, err := syncPod(rt, pod)
 	require.NoError(t, err)
 	ev.wait(t, "exit", exitedEvent(pod.UID, "parent", 1))
-	eventually(t, 5*time.Second, "the background sleep is gone", func() bool { return len(processes(t, pod.UID)) == 0 })
+	eventually(t, 5*time.Second, "the background sleep is gone", func() bool { return len(containerProcesses(t, pod.UID)) == 0 })
 	if !terminal {
 		terminal, err = syncPod(rt, pod)
 		require.NoError(t, err)
@@ -267,7 +267,9 @@ func TestEnvironmentAndWorkingDirectory(t *testing.T) {
 	t.Parallel()
 	ev := newEvents()
 	rt := openRuntime(t, processruntime.Options{OnEvent: ev.add})
-	dir := t.TempDir()
+	// A directory of the host's every pod sees (a sandboxed one has a /tmp
+	// of its own).
+	dir := "/usr/bin"
 	pod := newPod(v1.RestartPolicyNever)
 	pod.Spec.NodeName = "node-a"
 	pod.Spec.Containers = []v1.Container{{
@@ -373,8 +375,20 @@ func TestScanProcessesFindsContainerProcesses(t *testing.T) {
 	pod := newPod(v1.RestartPolicyAlways, "c", "sleep 300 & wait")
 	_, err := syncPod(rt, pod)
 	require.NoError(t, err)
-	eventually(t, 5*time.Second, "the shell and its sleep run", func() bool { return len(processes(t, pod.UID)) == 2 })
-	procs := processes(t, pod.UID)
+	containerProcs := func() []processruntime.Process {
+		var out []processruntime.Process
+		for _, p := range processes(t, pod.UID) {
+			if !p.Sandbox {
+				out = append(out, p)
+			} else {
+				assert.Empty(t, p.Container)
+				assert.False(t, p.Leader, "a sandbox leads no container")
+			}
+		}
+		return out
+	}
+	eventually(t, 5*time.Second, "the shell and its sleep run", func() bool { return len(containerProcs()) == 2 })
+	procs := containerProcs()
 	leaders := 0
 	for _, p := range procs {
 		assert.Equal(t, "c", p.Container)

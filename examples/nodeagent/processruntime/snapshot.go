@@ -28,9 +28,15 @@ func (r *Runtime) NothingRunning(status PodStatus) bool { return !status.Running
 // snapshotLocked builds the pod's PodStatus.
 func (r *Runtime) snapshotLocked(p *podState) PodStatus {
 	s := PodStatus{UID: p.uid, Namespace: p.namespace, Name: p.name, StartedAt: p.startedAt, Stopped: p.stopped, Time: r.clock.Now(), finalize: p.finalize}
+	if p.sb != nil {
+		s.PodIPs = append([]string(nil), p.sb.rec.IPs...)
+	}
 	now := s.Time
 	add := func(c *container) ContainerStatus {
 		cs := ContainerStatus{Name: c.rec.Name, Image: c.image, RestartCount: int32(c.rec.Restarts), Exit: copyExit(c.rec.Exit), LastExit: copyExit(c.rec.LastExit)}
+		if c.waiting != nil && c.proc == nil {
+			cs.WaitReason, cs.WaitMessage = c.waiting.Reason, c.waiting.Message
+		}
 		switch {
 		case c.proc != nil:
 			cs.State, cs.PID, cs.StartedAt, cs.ID = ContainerStateRunning, c.proc.pid, c.proc.startedAt, c.proc.id

@@ -93,6 +93,9 @@ type ContainerStatus struct {
 	// backoff, that backoff: it may start again BackOff after its exit.
 	// Zero when the restart is immediate, as the first one is.
 	BackOff time.Duration
+	// WaitReason and WaitMessage, when set, say why the container cannot
+	// be created and waits (ReasonCreateContainerConfigError).
+	WaitReason, WaitMessage string
 }
 
 // PodStatus is a snapshot of one pod as the runtime sees it: the T of the
@@ -113,6 +116,10 @@ type PodStatus struct {
 	Containers     []ContainerStatus
 	// Time is when the snapshot was taken (the runtime's clock).
 	Time time.Time
+	// PodIPs are the pod's addresses on the pod network (Options.PodCIDR),
+	// from its sandbox's start to its cleanup; none for a pod in the host's
+	// network, or without a pod network.
+	PodIPs []string
 
 	// finalize is the PodStatusFunc of the kill that stopped the pod.
 	finalize func(*v1.PodStatus)
@@ -173,6 +180,12 @@ func APIStatus(pod *v1.Pod, s PodStatus) v1.PodStatus {
 		t := metav1.NewTime(s.StartedAt)
 		out.StartTime = &t
 	}
+	for _, ip := range s.PodIPs {
+		out.PodIPs = append(out.PodIPs, v1.PodIP{IP: ip})
+	}
+	if len(s.PodIPs) > 0 {
+		out.PodIP = s.PodIPs[0]
+	}
 	if s.Stopped {
 		markUnknownTerminated(out.InitContainerStatuses, out.ContainerStatuses)
 	}
@@ -211,6 +224,11 @@ func apiContainerStatuses(pod *v1.Pod, specs []v1.Container, have []ContainerSta
 			st.LastTerminationState = v1.ContainerState{Terminated: terminated(c.LastExit)}
 		}
 		switch {
+		case ok && c.WaitReason != "" && c.State != ContainerStateRunning && !stopped:
+			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: c.WaitReason, Message: c.WaitMessage}}
+			if c.Exit != nil {
+				st.LastTerminationState = v1.ContainerState{Terminated: terminated(c.Exit)}
+			}
 		case !ok || c.State == ContainerStateWaiting && c.Exit == nil:
 			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waitReason}}
 		case c.State == ContainerStateRunning:

@@ -2,6 +2,7 @@ package processruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,7 +47,7 @@ func (r *Runtime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v
 	if r.closed() {
 		return false, ErrClosed
 	}
-	if err := ValidatePod(pod); err != nil {
+	if err := r.ValidatePod(pod); err != nil {
 		return false, err
 	}
 	p, terminal, err := r.ensurePod(pod)
@@ -76,11 +77,21 @@ func (r *Runtime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v
 			switch {
 			case pl.terminal:
 				return true, nil
+			case pl.waiting != nil:
+				return false, fmt.Errorf("%w: container %q of pod %s: %s", ErrCreateContainerConfig, pl.waitingFor, podName(pod), pl.waiting.Message)
 			case pl.wait > 0:
 				r.emitBackOff(p, pl.waitFor)
 				return false, podworker.RetryAfter(fmt.Errorf("%w: container %q of pod %s may restart in %v", ErrBackOff, pl.waitFor, podName(pod), pl.wait.Round(time.Millisecond)), pl.wait)
 			}
 			return false, nil
+		}
+		if err := r.prepareStarts(ctx, p, pod); err != nil {
+			r.mu.Lock()
+			for _, c := range todo {
+				c.starting = false
+			}
+			r.mu.Unlock()
+			return false, err
 		}
 		for i, c := range todo {
 			if err := ctx.Err(); err != nil {
@@ -92,7 +103,7 @@ func (r *Runtime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v
 				return false, err
 			}
 			startedNow[c] = true
-			r.start(p, pod, c)
+			r.start(ctx, p, pod, c)
 		}
 	}
 }
@@ -104,7 +115,45 @@ type plan struct {
 	// wait is the shortest remaining restart backoff, for container waitFor.
 	wait    time.Duration
 	waitFor string
+	// waiting is why container waitingFor cannot be created, if one
+	// cannot.
+	waiting    *reasonMessage
+	waitingFor string
 }
+
+// prepareStarts readies the pod for its containers to start: its
+// sandbox, or, for a pod run without one, its limits (once) and the
+// warning that its volumes are not mounted.
+func (r *Runtime) prepareStarts(ctx context.Context, p *podState, pod *v1.Pod) error {
+	if r.sandboxes != nil {
+		return r.ensureSandbox(ctx, p, pod)
+	}
+	r.mu.Lock()
+	limited := p.limited
+	p.limited = true
+	r.mu.Unlock()
+	if !limited {
+		if err := r.limits.apply(p.uid, limitsOf(pod, r.pidsLimit)); err != nil {
+			r.log.Error(err, "Cannot apply the pod's limits", "pod", podName(pod))
+		}
+	}
+	for _, c := range allContainers(pod) {
+		if len(c.VolumeMounts) > 0 {
+			r.emitWarning(p, "", reasonMessage{ReasonVolumesNotMounted, "the pod's volumes are not mounted: this node runs pods without a sandbox (" + r.noSandboxReason + "), so a mountPath is just a path on the host"})
+			break
+		}
+	}
+	return nil
+}
+
+// ReasonVolumesNotMounted is the warning of a pod with volume mounts on a
+// runtime without sandboxes, which cannot mount them.
+const ReasonVolumesNotMounted = "VolumesNotMounted"
+
+// ErrCreateContainerConfig is wrapped by the error SyncPod returns while
+// a container cannot be created (it waits in CreateContainerConfigError);
+// the engine retries.
+var ErrCreateContainerConfig = errors.New("processruntime: " + ReasonCreateContainerConfigError)
 
 // trackContainersLocked gives each container of pod's spec its entry in p
 // (a new one has never run) and records the image it runs.
@@ -144,6 +193,9 @@ func (r *Runtime) planLocked(p *podState, pod *v1.Pod, now time.Time) plan {
 			return pl
 		case c.rec.Exit == nil:
 			pl.start = append(pl.start, c)
+			if c.waiting != nil {
+				pl.waiting, pl.waitingFor = c.waiting, c.rec.Name
+			}
 			return pl
 		case c.rec.Exit.Code == 0:
 			continue
@@ -158,6 +210,9 @@ func (r *Runtime) planLocked(p *podState, pod *v1.Pod, now time.Time) plan {
 	done := true
 	for i := range pod.Spec.Containers {
 		c := p.containers[pod.Spec.Containers[i].Name]
+		if c.waiting != nil && pl.waiting == nil {
+			pl.waiting, pl.waitingFor = c.waiting, c.rec.Name
+		}
 		switch {
 		case c.proc != nil || c.starting:
 			done = false

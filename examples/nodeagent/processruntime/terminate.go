@@ -48,6 +48,9 @@ func (r *Runtime) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ PodStat
 	if err := r.stop(ctx, procs, time.Duration(max(gracePeriod, 1))*time.Second); err != nil {
 		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)
 	}
+	if err := r.stopSandbox(p); err != nil {
+		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)
+	}
 	if err := r.sweepPod(ctx, pod.UID, false); err != nil {
 		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)
 	}
@@ -189,6 +192,11 @@ func (r *Runtime) SyncTerminatingRuntimePod(ctx context.Context, rp podworker.Ru
 	if err := r.stop(ctx, procs, time.Second); err != nil {
 		return fmt.Errorf("processruntime: stopping runtime pod %s (%s): %w", name, rp.UID, err)
 	}
+	if p != nil {
+		if err := r.stopSandbox(p); err != nil {
+			return fmt.Errorf("processruntime: stopping runtime pod %s (%s): %w", name, rp.UID, err)
+		}
+	}
 	if err := r.sweepPod(ctx, rp.UID, true); err != nil {
 		return fmt.Errorf("processruntime: stopping runtime pod %s (%s): %w", name, rp.UID, err)
 	}
@@ -216,17 +224,32 @@ func (r *Runtime) SyncTerminatingRuntimePod(ctx context.Context, rp podworker.Ru
 func (r *Runtime) remove(uid types.UID, name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if p := r.pods[uid]; p != nil {
+	p := r.pods[uid]
+	if p != nil {
 		if err := p.requireStoppedLocked(name); err != nil {
 			return err
 		}
-		delete(r.pods, uid)
 	}
+	// What may fail first: the pod is forgotten only once it is all gone,
+	// so a retry finds it again.
 	if err := r.removePodCgroup(uid); err != nil {
 		return fmt.Errorf("processruntime: removing pod %s: %w", name, err)
+	}
+	if err := r.limits.remove(uid); err != nil {
+		return fmt.Errorf("processruntime: removing pod %s: %w", name, err)
+	}
+	if p != nil {
+		if err := r.releaseSandboxLocked(p); err != nil {
+			return err
+		}
+	} else if r.network != nil {
+		if err := r.detachNetwork(uid); err != nil {
+			return err
+		}
 	}
 	if err := os.RemoveAll(r.PodDir(uid)); err != nil {
 		return fmt.Errorf("processruntime: removing the directory of pod %s: %w", name, err)
 	}
+	delete(r.pods, uid)
 	return nil
 }

@@ -14,8 +14,9 @@ import (
 	"github.com/podkit/podkit/podworker"
 )
 
-// SyncTerminatedPod releases the pod's resources: its scratch directory
-// is removed and the pod leaves RuntimePods. What is left is its
+// SyncTerminatedPod releases the pod's resources: its scratch directory,
+// volumes, cgroups and sandbox (its range of host IDs is free again) are
+// removed and the pod leaves RuntimePods. What is left is its
 // tombstone: the container logs (ReadLogs) and the containers' final states
 // (PodStatus), kept while config still has the pod, until PruneTombstones
 // removes them. A SyncPod for the UID afterwards (the engine restarting it)
@@ -45,9 +46,16 @@ func (r *Runtime) SyncTerminatedPod(_ context.Context, pod *v1.Pod, _ PodStatus)
 	if err := p.requireStoppedLocked(podName(pod)); err != nil {
 		return err
 	}
+	if err := r.releaseSandboxLocked(p); err != nil {
+		return err
+	}
 	if err := r.removePodCgroup(pod.UID); err != nil {
 		return fmt.Errorf("processruntime: cleaning up pod %s: %w", podName(pod), err)
 	}
+	if err := r.limits.remove(pod.UID); err != nil {
+		return fmt.Errorf("processruntime: cleaning up pod %s: %w", podName(pod), err)
+	}
+	p.limited = false
 	if err := os.RemoveAll(filepath.Join(p.dir, scratchDir)); err != nil {
 		return fmt.Errorf("processruntime: removing the scratch directory of pod %s: %w", podName(pod), err)
 	}

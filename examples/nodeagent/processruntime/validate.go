@@ -20,8 +20,10 @@ var ErrUnsupported = errors.New("processruntime: unsupported pod")
 // with restartPolicy Always), no envFrom, and env values that are literal
 // or refer to metadata.name, metadata.namespace, metadata.uid,
 // spec.nodeName or spec.serviceAccountName. The error says what is wrong
-// and wraps ErrUnsupported. An agent calls it from admission so such pods
-// are rejected before they start; SyncPod checks it too.
+// and wraps ErrUnsupported. These are the checks of any process runtime;
+// Runtime.ValidatePod adds those of the pod's securityContext against a
+// runtime's sandbox and options, and is what an agent's admission (the
+// Runtime's Admit) and SyncPod check.
 func ValidatePod(pod *v1.Pod) error {
 	if pod == nil {
 		return fmt.Errorf("%w: nil pod", ErrUnsupported)

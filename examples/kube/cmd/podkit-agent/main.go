@@ -64,6 +64,7 @@ func run() error {
 		apiQPS       = flag.Float64("kube-api-qps", 50, "queries per second to the API server (the kubelet's default)")
 		apiBurst     = flag.Int("kube-api-burst", 100, "burst of queries to the API server (the kubelet's default)")
 		verbosity    = flag.Int("v", 0, "log verbosity")
+		allowHost    = flag.Bool("allow-host-access", false, "let pods ask for what reaches the host: privileged containers, hostNetwork, hostPID, hostIPC, hostUsers and hostPath volumes (off: such pods are rejected, HostAccessNotAllowed)")
 	)
 	flag.Parse()
 	if *nodeName == "" {
@@ -91,6 +92,16 @@ func run() error {
 	if api == nil {
 		logger.Info("Not serving the kubelet API (kubectl logs, /metrics): no --client-ca-file")
 	}
+	// The pods' sandboxes hide the agent's credentials (its state
+	// directory is hidden anyway).
+	var masks []string
+	for _, p := range []string{*kubeconfig, *clientCA, *tlsCert, *tlsKey} {
+		if p != "" {
+			if abs, err := filepath.Abs(p); err == nil {
+				masks = append(masks, abs)
+			}
+		}
+	}
 	a, err := agent.New(agent.Config{
 		Client:               client,
 		NodeName:             *nodeName,
@@ -100,6 +111,8 @@ func run() error {
 		HeartbeatInterval:    *heartbeat,
 		KubeletAPI:           api,
 		Logger:               logger,
+		AllowHostAccess:      *allowHost,
+		Masks:                masks,
 	})
 	if err != nil {
 		return err

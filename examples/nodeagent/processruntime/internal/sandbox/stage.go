@@ -1,0 +1,51 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+)
+
+// MarkerEnv is the environment variable that makes a program linking this
+// package run one of the sandbox's stages instead of itself: the package's
+// init runs the stage named by its value and exits, before the program's
+// own main or TestMain. The stages are the agent's executable run again
+// (/proc/self/exe), so they need no other file on the node.
+const MarkerEnv = "PODKIT_SANDBOX_STAGE"
+
+// The stages, the values of MarkerEnv.
+const (
+	// stageSetup builds the pod's root in a mount namespace of its own, as
+	// host root, then starts the init and exits.
+	stageSetup = "setup"
+	// stageInit is the pod's PID 1.
+	stageInit = "init"
+	// stageContainer applies a container's view and identity, then execs
+	// its command.
+	stageContainer = "container"
+)
+
+// selfExe is what every stage runs: the running program itself.
+const selfExe = "/proc/self/exe"
+
+func init() {
+	stage := os.Getenv(MarkerEnv)
+	if stage == "" {
+		return
+	}
+	var err error
+	switch stage {
+	case stageSetup:
+		err = setupMain()
+	case stageInit:
+		err = initMain()
+	case stageContainer:
+		err = containerMain()
+	default:
+		err = fmt.Errorf("unknown stage %q", stage)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "podkit sandbox %s: %v\n", stage, err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}

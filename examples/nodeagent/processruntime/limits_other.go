@@ -1,0 +1,19 @@
+//go:build !linux
+
+package processruntime
+
+import "k8s.io/apimachinery/pkg/types"
+
+// Limits are Linux's cgroups; elsewhere Open fails before they are needed.
+
+type limiter struct{}
+
+func openLimiter(string, *cgroupTree, int64, bool) *limiter { return &limiter{} }
+func (*limiter) kinds() Limits                              { return Limits{} }
+func (*limiter) apply(types.UID, podLimits) error           { return errUnsupportedOS }
+func (*limiter) place(types.UID, int) error                 { return errUnsupportedOS }
+func (*limiter) remove(types.UID) error                     { return nil }
+func (*limiter) v1Pods() []types.UID                        { return nil }
+func (*limiter) killPod(types.UID)                          {}
+func (*limiter) removeEmpty()                               {}
+func removeV1Cgroups(string) error                          { return nil }

@@ -1,0 +1,151 @@
+package processruntime
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/podnet"
+)
+
+// This file is the pods' network (see "Network" in the package doc): with
+// Options.PodCIDR, each sandboxed pod's network namespace is made by the
+// pod network (package podnet), owned by the host's user namespace, and
+// attached to the node's bridge with an address of the range; without, a
+// sandbox makes its own namespace, with a loopback only.
+
+// networkDir, in the state directory, is the pod network's.
+const networkDir = "network"
+
+// openNetwork opens the pod network when Options.PodCIDR asks for one and
+// pods have sandboxes, and forgets the pods of an earlier run the state
+// directory no longer has. It runs at Open, after recoverState.
+func (r *Runtime) openNetwork(stateDir string, opts Options) error {
+	if !opts.PodCIDR.IsValid() {
+		return nil
+	}
+	if r.sandboxes == nil {
+		r.log.Info("Options.PodCIDR is ignored: pods run without a sandbox, in the host's network", "podCIDR", opts.PodCIDR.String())
+		return nil
+	}
+	n, err := podnet.New(podnet.Options{StateDir: filepath.Join(stateDir, networkDir), PodCIDR: opts.PodCIDR, BridgeName: opts.BridgeName, Logger: r.log.WithName("podnet")})
+	if err != nil {
+		return fmt.Errorf("processruntime: %w", err)
+	}
+	r.network = n
+	ctx, cancel := context.WithTimeout(context.Background(), sandboxWait)
+	defer cancel()
+	if err := n.Sweep(ctx, r.keepsNetwork); err != nil {
+		r.log.Error(err, "Cannot remove the network of pods the state directory no longer has")
+	}
+	return nil
+}
+
+// keepsNetwork reports whether pod uid may keep its network: the runtime
+// has it, and it is not only a tombstone.
+func (r *Runtime) keepsNetwork(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.pods[uid]
+	return p != nil && !p.cleanedUp
+}
+
+// attachNetwork gives the pod its network namespace on the node's
+// bridge, or finds it again (an agent restart), and returns the
+// namespace, opened, and the pod's addresses. nil, nil without a pod
+// network.
+func (r *Runtime) attachNetwork(ctx context.Context, uid types.UID) (*os.File, []netip.Addr, error) {
+	if r.network == nil {
+		return nil, nil, nil
+	}
+	ips, err := r.network.Attach(ctx, uid, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err := os.Open(r.network.NetnsPath(uid))
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening the pod's network namespace: %w", err)
+	}
+	return ns, ips, nil
+}
+
+// detachNetwork takes the pod off the network, once none of its processes
+// runs.
+func (r *Runtime) detachNetwork(uid types.UID) error {
+	if r.network == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sandboxWait)
+	defer cancel()
+	if err := r.network.Detach(ctx, uid); err != nil {
+		return fmt.Errorf("processruntime: detaching pod %s from the network: %w", uid, err)
+	}
+	return nil
+}
+
+// TeardownNetwork takes every pod off the node's network and deletes the
+// bridge, for a harness that discards the node once its pods are gone:
+// nothing of the network is left on the host. Without a pod network
+// (Options.PodCIDR) it does nothing. Safe for concurrent use.
+func (r *Runtime) TeardownNetwork(ctx context.Context) error {
+	if r.network == nil {
+		return nil
+	}
+	if err := r.network.Teardown(ctx); err != nil {
+		return fmt.Errorf("processruntime: %w", err)
+	}
+	return nil
+}
+
+// networkDescription says how pods are networked, for Containment.
+func (r *Runtime) networkDescription() string {
+	switch {
+	case r.sandboxes == nil:
+		return "the host's network"
+	case r.network == nil:
+		return "a network namespace per pod, with a loopback only (no Options.PodCIDR)"
+	}
+	return fmt.Sprintf("a network namespace per pod on bridge %s, addresses from %s", r.network.BridgeName(), r.network.PodCIDR())
+}
+
+// reattachNetworks attaches again, at Open, the pods whose sandboxes an
+// earlier run left running on the network: it repairs what is missing and
+// reads their addresses back.
+func (r *Runtime) reattachNetworks() {
+	if r.network == nil {
+		return
+	}
+	r.mu.Lock()
+	var sbs []*podSandbox
+	var uids []types.UID
+	for uid, p := range r.pods {
+		if p.sb != nil && !p.sb.ended() && p.sb.rec.Attached {
+			sbs, uids = append(sbs, p.sb), append(uids, uid)
+		}
+	}
+	r.mu.Unlock()
+	for i, sb := range sbs {
+		ctx, cancel := context.WithTimeout(context.Background(), sandboxWait)
+		ips, err := r.network.Attach(ctx, uids[i], "")
+		cancel()
+		if err != nil {
+			r.log.Error(err, "Cannot attach a running pod to the network again", "pod", uids[i])
+			continue
+		}
+		r.mu.Lock()
+		sb.rec.IPs = addrStrings(ips)
+		r.mu.Unlock()
+	}
+}
+
+func addrStrings(ips []netip.Addr) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
+}
