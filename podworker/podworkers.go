@@ -276,32 +276,6 @@ func (w *PodWorkers[T]) Resync(uid types.UID) bool {
 	return ok
 }
 
-func validate(o *UpdatePodOptions) error {
-	if !o.UpdateType.valid() {
-		return invalid("unknown update type %d", int(o.UpdateType))
-	}
-	if o.Pod == nil {
-		switch {
-		case o.RunningPod == nil:
-			return invalid("neither Pod nor RunningPod is set")
-		case o.UpdateType != SyncPodKill:
-			return invalid("runtime-only pod %s/%s can only be killed, got update type %s", o.RunningPod.Namespace, o.RunningPod.Name, o.UpdateType)
-		case o.RunningPod.UID == "":
-			return invalid("runtime-only pod %s/%s has no UID", o.RunningPod.Namespace, o.RunningPod.Name)
-		case o.MirrorPod != nil:
-			return invalid("runtime-only pod %s/%s was given a mirror pod", o.RunningPod.Namespace, o.RunningPod.Name)
-		}
-		return nil
-	}
-	if o.Pod.UID == "" {
-		return invalid("pod %s/%s has no UID", o.Pod.Namespace, o.Pod.Name)
-	}
-	if mp := o.MirrorPod; mp != nil && (mp.Name != o.Pod.Name || mp.Namespace != o.Pod.Namespace) {
-		return invalid("mirror pod %s/%s does not share the full name of pod %s/%s", mp.Namespace, mp.Name, o.Pod.Namespace, o.Pod.Name)
-	}
-	return nil
-}
-
 // KillPod asks for pod to be terminated and blocks until it can no longer
 // have running containers (its SyncTerminatingPod succeeded, or it never
 // started), ctx ends, or the engine stops. opts works as with a SyncPodKill
