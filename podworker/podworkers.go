@@ -65,6 +65,11 @@ type PodWorkers[T any] struct {
 	// done is closed when Run has returned.
 	done chan struct{}
 	obs  observers
+
+	// pause, when set (by the package's tests, before Run), is called by a
+	// worker before each time it takes work, without the lock: the test's
+	// way to step the workers as the machine's scripts step the machine.
+	pause func()
 }
 
 // New returns a PodWorkers that calls syncer's hooks. It starts nothing: call
@@ -139,14 +144,15 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 
 	var timer clock.Timer
 	for {
+		var next time.Time
+		var ok bool
 		var fx effects
 		w.mu.Lock()
-		w.prepareLocked(&fx)
-		next, ok := w.m.fireDue(&fx)
-		fx.wake = false // this loop is awake
-		w.commitLocked(&fx, 0)
+		w.stepLocked(&fx, 0, func() {
+			next, ok = w.m.fireDue(&fx)
+			fx.wake = false // this loop is awake
+		})
 		w.mu.Unlock()
-		w.finish(&fx)
 
 		var fire <-chan time.Time
 		if ok {
@@ -173,12 +179,11 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 }
 
 func (w *PodWorkers[T]) shutdown() {
-	var fx effects
 	w.mu.Lock()
 	w.state = stopped
-	w.m.shutdown(&fx)
+	var fx effects
+	w.stepLocked(&fx, 0, func() { w.m.shutdown(&fx) })
 	w.mu.Unlock()
-	w.finish(&fx)
 	w.drain()
 	close(w.done)
 	w.obs.closeAll()
@@ -232,15 +237,12 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 	}
 	var fx effects
 	w.mu.Lock()
-	w.prepareLocked(&fx)
 	if w.state == stopped {
 		w.mu.Unlock()
 		return ErrStopped
 	}
-	w.m.update(u, k, &fx)
-	w.commitLocked(&fx, 0)
+	w.stepLocked(&fx, 0, func() { w.m.update(u, k, &fx) })
 	w.mu.Unlock()
-	w.finish(&fx)
 	return nil
 }
 
@@ -262,17 +264,13 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 // starts when it may). It never blocks on hooks and may be called from any
 // goroutine, including from inside a hook.
 func (w *PodWorkers[T]) Resync(uid types.UID) bool {
+	var ok bool
 	var fx effects
 	w.mu.Lock()
-	w.prepareLocked(&fx)
-	if w.state == stopped {
-		w.mu.Unlock()
-		return false
+	if w.state != stopped {
+		w.stepLocked(&fx, 0, func() { ok = w.m.nudge(uid, &fx) })
 	}
-	ok := w.m.nudge(uid, &fx)
-	w.commitLocked(&fx, 0)
 	w.mu.Unlock()
-	w.finish(&fx)
 	return ok
 }
 
@@ -331,13 +329,11 @@ func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]WorkerRep
 			set[p.UID] = struct{}{}
 		}
 	}
+	var out map[types.UID]WorkerReport
 	var fx effects
 	w.mu.Lock()
-	w.prepareLocked(&fx)
-	out := w.m.syncKnown(set, &fx)
-	w.commitLocked(&fx, 0)
+	w.stepLocked(&fx, 0, func() { out = w.m.syncKnown(set, &fx) })
 	w.mu.Unlock()
-	w.finish(&fx)
 	return out
 }
 
