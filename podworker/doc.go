@@ -85,8 +85,11 @@
 // the effects of every call the same way (stepLocked): it publishes stage
 // changes (metrics, Subscribe, WaitFor) under the lock, so they go out in
 // order, and closes channels, cancels contexts and logs after releasing
-// it. The machine's tests (machine_test.go, testdata/*.txt) drive it alone,
-// deterministically, with no goroutine.
+// it. The interaction scripts (testdata/*.txt) drive the machine alone,
+// deterministically, with no goroutine (machine_test.go), and then the
+// driver over it, with its goroutines, a scripted syncer and a fake clock
+// stepped in a testing/synctest bubble (driver_test.go): one script for
+// both layers, in the manner of raft's interaction tests.
 //
 // # Concurrency
 //
