@@ -82,7 +82,7 @@
 // hook context comes without values: the driver gives it Run's, and the
 // pod's logger). The driver, PodWorkers (podworkers.go, worker.go,
 // step.go), serializes calls to the machine under one lock and applies
-// the effects of every call the same way (stepLocked): it publishes stage
+// the effects of every call the same way (applyLocked): it publishes stage
 // changes (metrics, Subscribe, WaitFor) under the lock, so they go out in
 // order, and closes channels, cancels contexts and logs after releasing
 // it. The interaction scripts (testdata/*.txt) drive the machine alone,

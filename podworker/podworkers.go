@@ -144,14 +144,12 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 
 	var timer clock.Timer
 	for {
-		var next time.Time
-		var ok bool
 		var fx effects
 		w.mu.Lock()
-		w.stepLocked(&fx, 0, func() {
-			next, ok = w.m.fireDue(&fx)
-			fx.wake = false // this loop is awake
-		})
+		w.prepareLocked(&fx)
+		next, ok := w.m.fireDue(&fx)
+		fx.wake = false // this loop is awake
+		w.applyLocked(&fx, 0)
 		w.mu.Unlock()
 
 		var fire <-chan time.Time
@@ -182,7 +180,9 @@ func (w *PodWorkers[T]) shutdown() {
 	w.mu.Lock()
 	w.state = stopped
 	var fx effects
-	w.stepLocked(&fx, 0, func() { w.m.shutdown(&fx) })
+	w.prepareLocked(&fx)
+	w.m.shutdown(&fx)
+	w.applyLocked(&fx, 0)
 	w.mu.Unlock()
 	w.drain()
 	close(w.done)
@@ -241,7 +241,9 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 		w.mu.Unlock()
 		return ErrStopped
 	}
-	w.stepLocked(&fx, 0, func() { w.m.update(u, k, &fx) })
+	w.prepareLocked(&fx)
+	w.m.update(u, k, &fx)
+	w.applyLocked(&fx, 0)
 	w.mu.Unlock()
 	return nil
 }
@@ -268,7 +270,9 @@ func (w *PodWorkers[T]) Resync(uid types.UID) bool {
 	var fx effects
 	w.mu.Lock()
 	if w.state != stopped {
-		w.stepLocked(&fx, 0, func() { ok = w.m.nudge(uid, &fx) })
+		w.prepareLocked(&fx)
+		ok = w.m.nudge(uid, &fx)
+		w.applyLocked(&fx, 0)
 	}
 	w.mu.Unlock()
 	return ok
@@ -329,10 +333,11 @@ func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]WorkerRep
 			set[p.UID] = struct{}{}
 		}
 	}
-	var out map[types.UID]WorkerReport
 	var fx effects
 	w.mu.Lock()
-	w.stepLocked(&fx, 0, func() { out = w.m.syncKnown(set, &fx) })
+	w.prepareLocked(&fx)
+	out := w.m.syncKnown(set, &fx)
+	w.applyLocked(&fx, 0)
 	w.mu.Unlock()
 	return out
 }

@@ -34,7 +34,7 @@ func (w *PodWorkers[T]) spawnLocked(poppers int) {
 // runWorker is a worker goroutine: it runs ready hooks until none is left.
 // Each hook is two steps of the machine: next hands out the call, complete
 // takes its outcome. The lock is held from one to the next, so a worker
-// that moves straight on to more work takes it once per hook.
+// that moves straight on to more work takes the lock once per hook.
 func (w *PodWorkers[T]) runWorker() {
 	defer w.wg.Done()
 	w.mu.Lock()
@@ -43,18 +43,17 @@ func (w *PodWorkers[T]) runWorker() {
 		if w.pause != nil && !w.pauseLocked() {
 			break
 		}
-		var c hookCall
-		var ok bool
-		fx := effects{}
-		released := w.stepLocked(&fx, 0, func() {
-			if c, ok = w.m.next(&fx); ok {
-				if c.ctx.values == nil {
-					c.ctx.values = w.hookValues(c.rec)
-				}
-				// This worker is busy now: make sure someone takes the rest.
-				fx.ready = true
+		var fx effects
+		w.prepareLocked(&fx)
+		c, ok := w.m.next(&fx)
+		if ok {
+			if c.ctx.values == nil {
+				c.ctx.values = w.hookValues(c.rec)
 			}
-		})
+			// This worker is busy now: make sure someone takes the rest.
+			fx.ready = true
+		}
+		released := w.applyLocked(&fx, 0)
 		if !ok {
 			if released {
 				continue // work may have come while the lock was let go
@@ -65,7 +64,9 @@ func (w *PodWorkers[T]) runWorker() {
 		terminal, err := w.call(&c)
 		w.mu.Lock()
 		fx = effects{}
-		w.stepLocked(&fx, 1, func() { w.m.complete(&c, terminal, err, &fx) })
+		w.prepareLocked(&fx)
+		w.m.complete(&c, terminal, err, &fx)
+		w.applyLocked(&fx, 1)
 	}
 	w.workers--
 	w.mu.Unlock()
