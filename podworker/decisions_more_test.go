@@ -2,7 +2,6 @@ package podworker_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -15,32 +14,14 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podkit/podkit/podworker"
 	"github.com/podkit/podkit/podworker/podworkertest"
 )
 
-// The decisions D9 to D15 (see decisions_test.go), and the shutdown.
-
-func TestDecisionD9_OrphanTerminatesWithComputedGrace(t *testing.T) {
-	noSpec := mkPod("nospec")
-	noSpec.Spec.TerminationGracePeriodSeconds = nil
-	spec45 := mkPod("spec45")
-	spec45.Spec.TerminationGracePeriodSeconds = i64(45)
-	bubble(t, func(t *testing.T) {
-		r := startRig(t, podworker.Options[struct{}]{})
-		r.started(noSpec)
-		r.started(spec45)
-		r.w.SyncKnownPods(nil)
-		assert.Equal(t, int64(45), r.info("spec45").GracePeriod)
-		assert.Equal(t, int64(1), r.info("nospec").GracePeriod)
-		r.settle()
-		assert.Equal(t, "sync:create kill(45) terminated", r.trace("spec45"))
-		assert.Equal(t, "sync:create kill(1) terminated", r.trace("nospec"))
-	})
-}
+// The driver's decisions D10 to D14 (see decisions_test.go), and the
+// shutdown.
 
 func TestDecisionD10_UpdateWithoutPodIsRejected(t *testing.T) {
 	bubble(t, func(t *testing.T) {
@@ -269,30 +250,6 @@ func TestDecisionD12_PanickingHookIsAFailedSync(t *testing.T) {
 	})
 }
 
-// D13: a static pod that never started (its termination was requested
-// while it waited for its full name) keeps the pod it was given: the
-// snapshot shows it and SyncKnownPods reports HasConfig. The kubelet
-// reports HasConfig false for it, as its worker never had an active update.
-func TestDecisionD13_NeverStartedStaticPodKeepsItsConfig(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		r := startRig(t, podworker.Options[struct{}]{})
-		holder, waiter := mkStatic("holder", "web"), mkStatic("waiter", "web")
-		r.started(holder)
-		r.update(podworker.SyncPodCreate, waiter)
-		r.settle()
-		require.Equal(t, podworker.StageNotStarted, r.info("waiter").Stage)
-		r.kill(waiter, nil)
-		r.settle()
-		info := r.info("waiter")
-		require.Equal(t, podworker.StageFinished, info.Stage)
-		assert.Empty(t, r.trace("waiter"), "no hook ran for it")
-		assert.Same(t, waiter, info.Pod)
-		assert.False(t, info.RuntimeOnly)
-		state := r.w.SyncKnownPods([]*v1.Pod{holder, waiter})
-		assert.Equal(t, podworker.WorkerReport{Stage: podworker.StageFinished, HasConfig: true, Static: true}, state["waiter"])
-	})
-}
-
 // D14: the engine never writes to the caller's KillPodOptions; the kubelet
 // writes the effective grace period back into its override. Read the
 // effective value with Pod (PodInfo.GracePeriod).
@@ -318,33 +275,6 @@ func TestDecisionD14_CallersKillPodOptionsAreNeverWritten(t *testing.T) {
 		g.Release()
 		r.settle()
 	})
-}
-
-// D15: there is no "network not ready" retry rule. The kubelet retries a
-// sync whose error mentions that the network is not ready after 1 second
-// instead of its backoff; podkit matches no error text. A syncer that
-// wants a quick retry says so with RetryAfter.
-func TestDecisionD15_NoNetworkNotReadyRetryRule(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		err    error
-		lo, hi time.Duration
-	}{
-		{"the kubelet's message backs off as usual", errors.New("network is not ready: container runtime network not ready: cni plugin not initialized"), 10 * time.Second, 15 * time.Second},
-		{"RetryAfter asks for the quick retry", podworker.RetryAfter(errors.New("network is not ready"), time.Second), time.Second, time.Second + 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			bubble(t, func(t *testing.T) {
-				r := startRig(t, podworker.Options[struct{}]{BackOff: 10 * time.Second})
-				r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Err: tc.err})
-				r.update(podworker.SyncPodCreate, mkPod("p"))
-				time.Sleep(time.Minute)
-				calls := r.f.CallsFor("p")
-				require.Len(t, calls, 2)
-				between(t, calls[1].Time.Sub(calls[0].Time), tc.lo, tc.hi, tc.name)
-			})
-		})
-	}
 }
 
 func TestShutdown(t *testing.T) {

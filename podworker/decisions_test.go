@@ -19,10 +19,27 @@ import (
 	"github.com/podkit/podkit/podworker/podworkertest"
 )
 
-// One test per decision of SPEC's table, where podkit differs from the
-// kubelet on purpose. D5 (mirror pod AlreadyExists) and D6 (pod manager
-// removal and UID translations) are not the engine's: the mirror and
-// podmanager packages test them.
+// The decisions of SPEC's table, where podkit differs from the kubelet on
+// purpose. Those the machine makes are told in the interaction scripts,
+// which TestMachine and TestDriver run through both layers, one script per
+// decision where it has one: testdata/decision_d1_grace_only_shortens.txt,
+// decision_d2_completed_ch_closed_when_nothing_can_run.txt,
+// decision_d3_later_deletion_and_eviction_count.txt,
+// decision_d4_first_seen_terminal_pod.txt (the machine's half),
+// decision_d9_orphan_terminates_with_computed_grace.txt,
+// decision_d12_panicking_hook_is_a_failed_sync.txt (the transitions) and
+// decision_d15_no_network_not_ready_rule.txt; D7 (a freed static slot
+// starts the next pod by itself) and D13 (a never-started static pod keeps
+// its config) in static_pods.txt; D8 (retries and resyncs are the
+// engine's own) in complete_work.txt too.
+//
+// The tests here are the decisions only the driver can show: what the
+// StatusSource decides (D4), the backoff and resyncs with real jitter, and
+// the error trees a delay is found in (D8), input checks (D10), goroutines
+// (D11), the logs and metrics of a panic (D12), and the caller's options
+// (D14). D5 (mirror pod AlreadyExists) and D6 (pod manager removal and UID
+// translations) are not the engine's: the mirror and podmanager packages
+// test them.
 
 var errBoom = errors.New("boom")
 
@@ -32,279 +49,6 @@ func (r *rig) started(pod *v1.Pod) {
 	r.update(podworker.SyncPodCreate, pod)
 	r.settle()
 	require.Equal(r.t, podworker.StageSyncing, r.info(pod.UID).Stage)
-}
-
-func TestDecisionD1_GraceOnlyShortens(t *testing.T) {
-	t.Run("a force delete followed by a longer eviction override keeps 1 and cancels nothing", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{})
-			p := mkPod("p")
-			r.started(p)
-			g := r.hold("p", podworker.HookSyncTerminatingPod)
-			r.update(podworker.SyncPodUpdate, deleted(p, i64(0)))
-			r.entered(g)
-			require.Equal(t, int64(1), r.info("p").GracePeriod, "0 requested means 1")
-
-			r.kill(p, &podworker.KillPodOptions{Evict: true, PodTerminationGracePeriodSecondsOverride: i64(5)})
-			r.settle()
-			requireOpen(t, g.Returned()) // the running hook was not cancelled
-			assert.Equal(t, int64(1), r.info("p").GracePeriod)
-			g.Release()
-			r.settle()
-			assert.Equal(t, "sync:create kill(1) terminated", r.trace("p"))
-			assert.False(t, r.f.CallsFor("p")[1].Canceled)
-		})
-	})
-	t.Run("a shorter grace cancels the running hook, which reruns with it", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{})
-			p := mkPod("p")
-			r.started(p)
-			g := r.hold("p", podworker.HookSyncTerminatingPod)
-			r.kill(p, nil)
-			r.entered(g)
-			r.kill(p, &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(10)})
-			r.settle()
-			assert.Equal(t, "sync:create kill(30)=canceled kill(10) terminated", r.trace("p"))
-			assert.Equal(t, int64(10), r.info("p").GracePeriod)
-		})
-	})
-	t.Run("a longer request later is ignored", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{})
-			p := mkPod("p")
-			r.started(p)
-			g := r.hold("p", podworker.HookSyncTerminatingPod)
-			r.kill(p, &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(10)})
-			r.entered(g)
-			r.update(podworker.SyncPodUpdate, deleted(p, i64(20)))
-			r.kill(p, &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(15)})
-			r.settle()
-			requireOpen(t, g.Returned())
-			assert.Equal(t, int64(10), r.info("p").GracePeriod)
-			g.Release()
-			r.settle()
-			assert.Equal(t, "sync:create kill(10) terminated", r.trace("p"))
-		})
-	})
-	t.Run("an override of 0 means 1", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{})
-			p := mkPod("p")
-			r.started(p)
-			r.kill(p, &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(0)})
-			r.settle()
-			assert.Equal(t, "sync:create kill(1) terminated", r.trace("p"))
-		})
-	})
-	t.Run("the first request may be longer than the spec's", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{})
-			p := mkPod("p")
-			r.started(p)
-			r.kill(p, &podworker.KillPodOptions{PodTerminationGracePeriodSecondsOverride: i64(45)})
-			r.settle()
-			assert.Equal(t, "sync:create kill(45) terminated", r.trace("p"))
-		})
-	})
-}
-
-func TestDecisionD2_CompletedChClosedWhenNothingCanRun(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		// run sends the update carrying ch and checks when it closes.
-		run func(t *testing.T, r *rig, ch chan struct{})
-	}{{
-		name: "a kill closes it once SyncTerminatingPod succeeded, not before",
-		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			p := mkPod("p")
-			r.started(p)
-			gTerm := r.hold("p", podworker.HookSyncTerminatingPod)
-			gDone := r.hold("p", podworker.HookSyncTerminatedPod)
-			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
-			r.entered(gTerm)
-			requireOpen(t, ch)
-			gTerm.Release()
-			r.entered(gDone)
-			requireClosed(t, ch) // before cleanup is done
-			gDone.Release()
-		},
-	}, {
-		name: "a failing SyncTerminatingPod keeps it open until it succeeds",
-		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			p := mkPod("p")
-			r.started(p)
-			r.f.Next("p", podworker.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom}, podworkertest.Result{Panic: "kaboom"})
-			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
-			r.settle()
-			requireOpen(t, ch)
-			time.Sleep(time.Minute) // the retries succeed
-			r.settle()
-			requireClosed(t, ch)
-			assert.Equal(t, "sync:create kill(30)=error kill(30)=panic kill(30) terminated", r.trace("p"))
-		},
-	}, {
-		name: "a pod never seen before closes it after its termination",
-		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			g := r.hold("p", podworker.HookSyncTerminatingPod)
-			r.kill(mkPod("p"), &podworker.KillPodOptions{CompletedCh: ch})
-			r.entered(g)
-			requireOpen(t, ch)
-			g.Release()
-			r.settle()
-			requireClosed(t, ch)
-		},
-	}, {
-		name: "an already terminated pod closes it at once",
-		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			p := mkPod("p")
-			r.started(p)
-			g := r.hold("p", podworker.HookSyncTerminatedPod)
-			r.kill(p, nil)
-			r.entered(g)
-			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
-			requireClosed(t, ch)
-			g.Release()
-		},
-	}, {
-		name: "an already finished pod closes it at once",
-		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			p := mkPod("p")
-			r.started(p)
-			r.kill(p, nil)
-			r.settle()
-			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
-			requireClosed(t, ch)
-		},
-	}, {
-		name: "a static pod that never started closes it when it is cleaned up",
-		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			r.started(mkStatic("holder", "web"))
-			r.update(podworker.SyncPodCreate, mkStatic("p", "web"))
-			r.kill(mkStatic("p", "web"), &podworker.KillPodOptions{CompletedCh: ch})
-			r.settle()
-			requireClosed(t, ch)
-			assert.Empty(t, r.trace("p"))
-		},
-	}, {
-		name: "a runtime-only pod closes it once its containers are stopped",
-		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			g := r.hold("p", podworker.HookSyncTerminatingRuntimePod)
-			r.send(podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, RunningPod: &podworker.RuntimePod{UID: "p", Namespace: "ns", Name: "p"}, KillPodOptions: &podworker.KillPodOptions{CompletedCh: ch}})
-			r.entered(g)
-			requireOpen(t, ch)
-			g.Release()
-			r.settle()
-			requireClosed(t, ch)
-		},
-	}, {
-		name: "an orphan forgotten before it started closes it",
-		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			r.stop()
-			r2 := newRig(t, podworker.Options[struct{}]{})
-			r2.kill(mkPod("p"), &podworker.KillPodOptions{CompletedCh: ch})
-			requireOpen(t, ch)
-			r2.w.SyncKnownPods(nil)
-			requireClosed(t, ch)
-			r2.absent("p")
-		},
-	}, {
-		name: "a non-kill update keeps it until the pod is terminated",
-		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			p := mkPod("p")
-			r.started(p)
-			r.send(podworker.UpdatePodOptions{UpdateType: podworker.SyncPodUpdate, Pod: p, KillPodOptions: &podworker.KillPodOptions{CompletedCh: ch}})
-			r.settle()
-			requireOpen(t, ch) // the pod still runs
-			r.kill(p, nil)
-			r.settle()
-			requireClosed(t, ch)
-		},
-	}, {
-		name: "a create that asks for a restart keeps it until the termination is done",
-		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			p := mkPod("p")
-			r.started(p)
-			g := r.hold("p", podworker.HookSyncTerminatingPod)
-			r.kill(p, nil)
-			r.entered(g)
-			r.send(podworker.UpdatePodOptions{UpdateType: podworker.SyncPodCreate, Pod: p, KillPodOptions: &podworker.KillPodOptions{CompletedCh: ch}})
-			requireOpen(t, ch)
-			g.Release()
-			r.settle()
-			requireClosed(t, ch)
-		},
-	}, {
-		name: "it stays open when the engine stops before the containers are stopped",
-		run: func(t *testing.T, r *rig, ch chan struct{}) {
-			p := mkPod("p")
-			r.started(p)
-			r.f.Always("p", podworker.HookSyncTerminatingPod, podworkertest.Result{Err: errBoom})
-			r.kill(p, &podworker.KillPodOptions{CompletedCh: ch})
-			r.settle()
-			r.stop()
-			requireOpen(t, ch)
-		},
-	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			bubble(t, func(t *testing.T) {
-				r := startRig(t, podworker.Options[struct{}]{})
-				ch := make(chan struct{})
-				tc.run(t, r, ch)
-				r.settle()
-			})
-		})
-	}
-}
-
-func TestDecisionD3_LaterDeletionAndEvictionCount(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		r := startRig(t, podworker.Options[struct{}]{})
-		p := mkPod("p")
-		r.started(p)
-		gTerm := r.hold("p", podworker.HookSyncTerminatingPod)
-		gDone := r.hold("p", podworker.HookSyncTerminatedPod)
-		r.kill(p, nil) // a plain kill starts the termination
-		r.entered(gTerm)
-		info := r.info("p")
-		assert.False(t, info.Deleted)
-		assert.False(t, info.Evicted)
-		assert.False(t, r.w.ShouldPodContentBeRemoved("p"))
-
-		// A deletion arrives while terminating: the pod is now deleted, so
-		// its content goes once it is terminated (not yet).
-		r.update(podworker.SyncPodUpdate, deleted(p, nil))
-		assert.True(t, r.info("p").Deleted)
-		assert.False(t, r.w.ShouldPodContentBeRemoved("p"))
-
-		// An eviction arrives: content may go at once.
-		r.kill(p, &podworker.KillPodOptions{Evict: true})
-		assert.True(t, r.info("p").Evicted)
-		assert.True(t, r.w.ShouldPodContentBeRemoved("p"))
-		gTerm.Release()
-		r.entered(gDone)
-		gDone.Release()
-		r.settle()
-		info = r.info("p")
-		assert.True(t, info.Finished)
-		assert.True(t, info.Deleted)
-		assert.True(t, info.Evicted)
-	})
-	t.Run("a deletion after the pod terminated", func(t *testing.T) {
-		bubble(t, func(t *testing.T) {
-			r := startRig(t, podworker.Options[struct{}]{})
-			p := mkPod("p")
-			r.started(p)
-			r.f.Next("p", podworker.HookSyncPod, podworkertest.Result{Terminal: true})
-			r.update(podworker.SyncPodUpdate, p)
-			r.settle()
-			require.True(t, r.info("p").Finished)
-			require.False(t, r.w.ShouldPodContentBeRemoved("p"), "finished on its own and still desired: content stays")
-			r.update(podworker.SyncPodUpdate, deleted(p, nil))
-			assert.True(t, r.info("p").Deleted)
-			assert.True(t, r.w.ShouldPodContentBeRemoved("p"))
-		})
-	})
 }
 
 func TestDecisionD4_FirstSeenTerminalPodNeedsPositiveStatus(t *testing.T) {
@@ -355,21 +99,6 @@ type statusOnly struct{}
 
 func (statusOnly) PodStatus(context.Context, types.UID, time.Time) (stoppedStatus, error) {
 	return stoppedStatus{stopped: true}, nil
-}
-
-func TestDecisionD7_NextStaticPodStartsByItself(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		r := startRig(t, podworker.Options[struct{}]{})
-		r.started(mkStatic("a", "web"))
-		r.update(podworker.SyncPodCreate, mkStatic("b", "web"))
-		r.settle()
-		require.Empty(t, r.trace("b"))
-		r.kill(mkStatic("a", "web"), nil)
-		r.settle() // no further UpdatePod for b
-		assert.Equal(t, "sync:create kill(30) terminated", r.trace("a"))
-		assert.Equal(t, "sync:create", r.trace("b"))
-		assert.Equal(t, podworker.StageSyncing, r.info("b").Stage)
-	})
 }
 
 // gaps returns the time between successive calls.

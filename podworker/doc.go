@@ -80,13 +80,16 @@
 // close, hook contexts to cancel, hooks to report as slow, workers or the
 // timer loop to wake — or, for a worker, the next hook call to make (a new
 // hook context comes without values: the driver gives it Run's, and the
-// pod's logger). The driver, PodWorkers (podworkers.go, worker.go),
-// serializes calls to the
-// machine under one lock and applies the effects: it publishes stage
+// pod's logger). The driver, PodWorkers (podworkers.go, worker.go,
+// step.go), serializes calls to the machine under one lock and applies
+// the effects of every call the same way (applyLocked): it publishes stage
 // changes (metrics, Subscribe, WaitFor) under the lock, so they go out in
 // order, and closes channels, cancels contexts and logs after releasing
-// it. The machine's tests (machine_test.go, testdata/*.txt) drive it alone,
-// deterministically, with no goroutine.
+// it. The interaction scripts (testdata/*.txt) drive the machine alone,
+// deterministically, with no goroutine (machine_test.go), and then the
+// driver over it, with its goroutines, a scripted syncer and a fake clock
+// stepped in a testing/synctest bubble (driver_test.go): one script for
+// both layers, in the manner of raft's interaction tests.
 //
 // # Concurrency
 //

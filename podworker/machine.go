@@ -32,11 +32,13 @@ import (
 // delay heap; a record whose hook runs is in neither (fRunning) until
 // complete.
 //
-// Its files: machine.go (state, configuration, effects), machine_update.go
-// (UpdatePod, Resync), machine_hooks.go (next, complete, timers),
-// machine_static.go (static pod slots), machine_known.go (SyncKnownPods,
-// forgetting, shutdown), machine_window.go (the window and snapshots), and
-// queue.go (ready queues and the delay heap).
+// Its files: machine.go (state, configuration, time), machine_effects.go
+// (the effects, and every helper that emits one: a walk through one call
+// goes from the call's file to that one), machine_update.go (UpdatePod,
+// Resync), machine_hooks.go (next, complete, timers), machine_static.go
+// (static pod slots), machine_known.go (SyncKnownPods, shutdown),
+// machine_window.go (the window and snapshots), and queue.go (the ready
+// queues' lists). The driver's half of a call is in step.go.
 type machine struct {
 	cfg machineConfig
 
@@ -132,96 +134,6 @@ func (t tick) after(d time.Duration) tick {
 // nowTime returns the time of the current call.
 func (m *machine) nowTime() time.Time      { return m.timeOf(m.now()) }
 func (m *machine) timeOf(t tick) time.Time { return m.epoch.Add(time.Duration(t)) }
-
-// effects are what one call of the machine asks the driver to do. The
-// driver passes a zero effects, and applies it after the call.
-type effects struct {
-	// moves are the stage changes of the call, in order.
-	moves smallBuf[move]
-	// closes are the CompletedChs that must be closed now.
-	closes smallBuf[closeReq]
-	// cancels are the hook contexts that must be cancelled now.
-	cancels smallBuf[*hookCtx]
-	// slow are hooks still running after their context was cancelled.
-	slow []slowHook
-	// returned is the UID whose hook returned (complete), "" if none: its
-	// snapshot changed even when its stage did not.
-	returned types.UID
-	// ready: a ready queue gained work; a worker should take it.
-	ready bool
-	// wake: the delay heap's first due time moved earlier; the timer loop
-	// should look again.
-	wake bool
-	// quiet is set by the driver when nobody counts or watches stage
-	// changes: moves are then not recorded.
-	quiet bool
-}
-
-// move is one stage change of a worker.
-type move struct {
-	uid      types.UID
-	rec      *record
-	from, to Stage
-}
-
-// closeReq is one CompletedCh to close, and the pod it belongs to (to name
-// it, should the channel already be closed).
-type closeReq struct {
-	ch  chan<- struct{}
-	rec *record
-}
-
-// slowHook is a hook still running slowWarning (or a multiple of it) after
-// its context was cancelled, for the driver to report.
-type slowHook struct {
-	uid      types.UID
-	fullName string
-	hook     Hook
-	// cancelled is how long ago the hook's context was cancelled.
-	cancelled time.Duration
-	// first: this is the first report of this hook call.
-	first bool
-}
-
-// smallBuf is an append-only list that keeps its first items inline, so
-// that a call with few effects allocates nothing.
-type smallBuf[T any] struct {
-	n      int
-	inline [2]T
-	more   []T
-}
-
-func (b *smallBuf[T]) add(v T) {
-	if b.n < len(b.inline) {
-		b.inline[b.n] = v
-	} else {
-		b.more = append(b.more, v)
-	}
-	b.n++
-}
-
-func (b *smallBuf[T]) len() int { return b.n }
-
-func (b *smallBuf[T]) at(i int) T {
-	if i < len(b.inline) {
-		return b.inline[i]
-	}
-	return b.more[i-len(b.inline)]
-}
-
-// moved records r's stage change from from, if it changed.
-func (m *machine) moved(r *record, from Stage, fx *effects) {
-	if fx.quiet {
-		return
-	}
-	to := r.stage()
-	if r.has(fForgotten) {
-		to = StageAbsent
-	}
-	if from != to && !fx.quiet {
-		fx.moves.add(move{uid: r.uid, rec: r, from: from, to: to})
-	}
-}
 
 // fullNameOf names the pod of a record the machine handed out in effects.
 func (m *machine) fullNameOf(r *record) string { return r.fullNameOf() }

@@ -84,29 +84,6 @@ func (m *machine) removeIfDone(r *record, orphan bool, fx *effects) {
 	m.moved(r, from, fx)
 }
 
-// forget removes r entirely and reports it. r's hook must not be running.
-func (m *machine) forget(r *record, fx *effects) {
-	from := r.stage()
-	m.remove(r, fx)
-	m.moved(r, from, fx)
-}
-
-// remove takes r out of the machine without reporting the stage change:
-// its channels are closed and its context cancelled if anyone listens.
-func (m *machine) remove(r *record, fx *effects) {
-	m.unqueue(r)
-	m.releaseStatic(r, fx)
-	m.cancelHooks(r, fx)
-	r.ctx = nil
-	m.closeCompleted(r, fx)
-	if m.bulk {
-		m.bulkForgotten++ // syncKnown takes it out of the map
-	} else {
-		delete(m.records, r.uid)
-	}
-	r.flags |= fForgotten
-}
-
 // shutdown has the context of every hook that runs, or that anyone
 // listens to, cancelled: Run is shutting down. The records stay, so the
 // window and the snapshots still answer.

@@ -65,6 +65,11 @@ type PodWorkers[T any] struct {
 	// done is closed when Run has returned.
 	done chan struct{}
 	obs  observers
+
+	// pause, when set (by the package's tests, before Run), is called by a
+	// worker before each time it takes work, without the lock: the test's
+	// way to step the workers as the machine's scripts step the machine.
+	pause func()
 }
 
 // New returns a PodWorkers that calls syncer's hooks. It starts nothing: call
@@ -144,9 +149,8 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 		w.prepareLocked(&fx)
 		next, ok := w.m.fireDue(&fx)
 		fx.wake = false // this loop is awake
-		w.commitLocked(&fx, 0)
+		w.applyLocked(&fx, 0)
 		w.mu.Unlock()
-		w.finish(&fx)
 
 		var fire <-chan time.Time
 		if ok {
@@ -173,12 +177,13 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 }
 
 func (w *PodWorkers[T]) shutdown() {
-	var fx effects
 	w.mu.Lock()
 	w.state = stopped
+	var fx effects
+	w.prepareLocked(&fx)
 	w.m.shutdown(&fx)
+	w.applyLocked(&fx, 0)
 	w.mu.Unlock()
-	w.finish(&fx)
 	w.drain()
 	close(w.done)
 	w.obs.closeAll()
@@ -232,15 +237,14 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 	}
 	var fx effects
 	w.mu.Lock()
-	w.prepareLocked(&fx)
 	if w.state == stopped {
 		w.mu.Unlock()
 		return ErrStopped
 	}
+	w.prepareLocked(&fx)
 	w.m.update(u, k, &fx)
-	w.commitLocked(&fx, 0)
+	w.applyLocked(&fx, 0)
 	w.mu.Unlock()
-	w.finish(&fx)
 	return nil
 }
 
@@ -262,44 +266,16 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 // starts when it may). It never blocks on hooks and may be called from any
 // goroutine, including from inside a hook.
 func (w *PodWorkers[T]) Resync(uid types.UID) bool {
+	var ok bool
 	var fx effects
 	w.mu.Lock()
-	w.prepareLocked(&fx)
-	if w.state == stopped {
-		w.mu.Unlock()
-		return false
+	if w.state != stopped {
+		w.prepareLocked(&fx)
+		ok = w.m.nudge(uid, &fx)
+		w.applyLocked(&fx, 0)
 	}
-	ok := w.m.nudge(uid, &fx)
-	w.commitLocked(&fx, 0)
 	w.mu.Unlock()
-	w.finish(&fx)
 	return ok
-}
-
-func validate(o *UpdatePodOptions) error {
-	if !o.UpdateType.valid() {
-		return invalid("unknown update type %d", int(o.UpdateType))
-	}
-	if o.Pod == nil {
-		switch {
-		case o.RunningPod == nil:
-			return invalid("neither Pod nor RunningPod is set")
-		case o.UpdateType != SyncPodKill:
-			return invalid("runtime-only pod %s/%s can only be killed, got update type %s", o.RunningPod.Namespace, o.RunningPod.Name, o.UpdateType)
-		case o.RunningPod.UID == "":
-			return invalid("runtime-only pod %s/%s has no UID", o.RunningPod.Namespace, o.RunningPod.Name)
-		case o.MirrorPod != nil:
-			return invalid("runtime-only pod %s/%s was given a mirror pod", o.RunningPod.Namespace, o.RunningPod.Name)
-		}
-		return nil
-	}
-	if o.Pod.UID == "" {
-		return invalid("pod %s/%s has no UID", o.Pod.Namespace, o.Pod.Name)
-	}
-	if mp := o.MirrorPod; mp != nil && (mp.Name != o.Pod.Name || mp.Namespace != o.Pod.Namespace) {
-		return invalid("mirror pod %s/%s does not share the full name of pod %s/%s", mp.Namespace, mp.Name, o.Pod.Namespace, o.Pod.Name)
-	}
-	return nil
 }
 
 // KillPod asks for pod to be terminated and blocks until it can no longer
@@ -361,9 +337,8 @@ func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]WorkerRep
 	w.mu.Lock()
 	w.prepareLocked(&fx)
 	out := w.m.syncKnown(set, &fx)
-	w.commitLocked(&fx, 0)
+	w.applyLocked(&fx, 0)
 	w.mu.Unlock()
-	w.finish(&fx)
 	return out
 }
 

@@ -53,35 +53,6 @@ func (l *list) pop() *record {
 	return r
 }
 
-// makeReady puts r in the ready queue that fits its work, unless its hook
-// is running (complete looks for pending work when the hook returns), and
-// tells the driver there is work.
-func (m *machine) makeReady(r *record, fx *effects) {
-	if r.has(fRunning) {
-		return
-	}
-	r.flags &^= fTimed // its timer, if any, is stale now
-	fx.ready = true
-	terminating := r.nextHook() != HookSyncPod
-	if r.has(fQueued) {
-		if !terminating || r.has(fQueuedTerm) {
-			return
-		}
-		// Its work turned into termination work: move it to that queue.
-		m.readySync.remove(r)
-		m.readyTerm.push(r)
-		r.flags |= fQueuedTerm
-		return
-	}
-	r.flags |= fQueued
-	if terminating {
-		r.flags |= fQueuedTerm
-		m.readyTerm.push(r)
-	} else {
-		m.readySync.push(r)
-	}
-}
-
 // hasReady reports whether a ready queue holds work.
 func (m *machine) hasReady() bool { return m.readyTerm.n+m.readySync.n > 0 }
 
@@ -114,18 +85,4 @@ func (m *machine) unqueue(r *record) {
 		}
 	}
 	r.flags &^= fTimed
-}
-
-// delay schedules r's next retry or resync (or, while its hook runs, the
-// next slow-hook report) at due, reusing its heap entry if it has one.
-func (m *machine) delay(r *record, due tick, fx *effects) {
-	r.flags |= fTimed
-	if r.heapIdx >= 0 {
-		m.delayed.Fix(r, int64(due))
-	} else {
-		m.delayed.Push(r, int64(due))
-	}
-	if first, _, _ := m.delayed.Peek(); first == r {
-		fx.wake = true
-	}
 }

@@ -10,8 +10,7 @@ import (
 	"github.com/podkit/podkit/mirror"
 )
 
-// The driver's side of a machine call: worker goroutines that run the hooks
-// the machine hands out, and the application of each call's effects.
+// The worker goroutines that run the hooks the machine hands out.
 
 // spawnLocked keeps one goroutine on its way to the ready queues whenever
 // they hold work: poppers is how many live workers will pop next anyway.
@@ -32,89 +31,18 @@ func (w *PodWorkers[T]) spawnLocked(poppers int) {
 	go w.runWorker()
 }
 
-// prepareLocked readies a zero effects for a machine call: stage changes
-// are recorded only when someone counts or watches them. It is called with
-// the lock held, so a waiter that registered before the call is seen.
-func (w *PodWorkers[T]) prepareLocked(fx *effects) {
-	fx.quiet = !w.timed && !w.obs.listening()
-}
-
-// commitLocked applies the effects that belong under the lock: stage
-// changes are counted and published in the order they happened, a worker
-// is started for ready work, and the timer loop is woken.
-func (w *PodWorkers[T]) commitLocked(fx *effects, poppers int) {
-	if n := fx.moves.len(); n > 0 {
-		listening := w.obs.listening()
-		for i := range n {
-			mv := fx.moves.at(i)
-			w.metrics.moved(mv.from, mv.to)
-			if listening {
-				w.obs.moved(Transition{UID: mv.uid, FullName: w.m.fullNameOf(mv.rec), From: mv.from, To: mv.to, Time: w.m.nowTime()})
-			}
-		}
-	}
-	if fx.returned != "" && w.obs.listening() {
-		w.obs.wake(fx.returned)
-	}
-	if fx.ready {
-		w.spawnLocked(poppers)
-	}
-	if fx.wake {
-		select {
-		case w.kick <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// finish applies the effects that are safe without the lock: CompletedChs
-// are closed, hook contexts cancelled, and slow hooks reported.
-func (w *PodWorkers[T]) finish(fx *effects) {
-	for i := range fx.closes.len() {
-		c := fx.closes.at(i)
-		if !closeOnce(c.ch) {
-			w.reportReusedChan(c)
-		}
-	}
-	for i := range fx.cancels.len() {
-		fx.cancels.at(i).cancel()
-	}
-	if len(fx.slow) > 0 {
-		w.reportSlow(fx.slow)
-	}
-}
-
-// outside reports whether fx has effects finish applies.
-func (fx *effects) outside() bool {
-	return fx.closes.len() > 0 || fx.cancels.len() > 0 || len(fx.slow) > 0
-}
-
-// closeOnce closes ch and reports false when it was closed already.
-func closeOnce(ch chan<- struct{}) (ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	close(ch)
-	return true
-}
-
-// reportReusedChan logs a CompletedCh the engine found already closed: the
-// caller handed it to two kills, or closed it.
-func (w *PodWorkers[T]) reportReusedChan(c closeReq) {
-	w.mu.Lock()
-	name := w.m.fullNameOf(c.rec)
-	w.mu.Unlock()
-	w.log.Error(errCompletedChReused, "A KillPodOptions.CompletedCh was already closed when the engine closed it: the same channel was handed to more than one kill, or closed by its owner", "podUID", c.rec.uid, "pod", name)
-}
-
 // runWorker is a worker goroutine: it runs ready hooks until none is left.
+// Each hook is two steps of the machine: next hands out the call, complete
+// takes its outcome. The lock is held from one to the next, so a worker
+// that moves straight on to more work takes the lock once per hook.
 func (w *PodWorkers[T]) runWorker() {
 	defer w.wg.Done()
 	w.mu.Lock()
 	w.starting--
 	for w.state == running {
+		if w.pause != nil && !w.pauseLocked() {
+			break
+		}
 		var fx effects
 		w.prepareLocked(&fx)
 		c, ok := w.m.next(&fx)
@@ -125,34 +53,33 @@ func (w *PodWorkers[T]) runWorker() {
 			// This worker is busy now: make sure someone takes the rest.
 			fx.ready = true
 		}
-		w.commitLocked(&fx, 0)
+		released := w.applyLocked(&fx, 0)
 		if !ok {
-			if fx.outside() {
-				w.mu.Unlock()
-				w.finish(&fx)
-				w.mu.Lock()
-				continue
+			if released {
+				continue // work may have come while the lock was let go
 			}
 			break
 		}
 		w.mu.Unlock()
-		w.finish(&fx)
-
 		terminal, err := w.call(&c)
-
-		fx = effects{}
 		w.mu.Lock()
+		fx = effects{}
 		w.prepareLocked(&fx)
 		w.m.complete(&c, terminal, err, &fx)
-		w.commitLocked(&fx, 1)
-		if fx.outside() {
-			w.mu.Unlock()
-			w.finish(&fx)
-			w.mu.Lock()
-		}
+		w.applyLocked(&fx, 1)
 	}
 	w.workers--
 	w.mu.Unlock()
+}
+
+// pauseLocked lets a test hold a worker before it takes work (pause, which
+// is nil outside the package's tests), without the lock. It reports
+// whether the worker may go on.
+func (w *PodWorkers[T]) pauseLocked() bool {
+	w.mu.Unlock()
+	w.pause()
+	w.mu.Lock()
+	return w.state == running
 }
 
 // call makes one hook call, turning a panic into an error, and times and
