@@ -231,4 +231,4 @@ replace (
 	k8s.io/streaming => k8s.io/streaming v0.37.2
 )
 
-tool k8s.io/kubernetes/cmd/kubectl
+tool github.com/podkit/podkit/examples/kube/cmd/kubectl
