@@ -125,13 +125,21 @@ func raceEnabled() bool {
 }
 
 // goCommand runs the go command with args in dir (empty: the working
-// directory), outside any workspace, and returns its standard output; log,
+// directory), outside any workspace and with -mod=readonly (a caller's
+// -mod=mod must not rewrite this module's go.mod, nor -mod=vendor look for
+// a vendor directory it has not), and returns its standard output; log,
 // when set, also receives it and standard error as they come.
 func goCommand(ctx context.Context, dir string, log io.Writer, args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off")
+	flags := []string{"-mod=readonly"}
+	for _, f := range strings.Fields(os.Getenv("GOFLAGS")) {
+		if !strings.HasPrefix(strings.TrimLeft(f, "-"), "mod=") {
+			flags = append(flags, f)
+		}
+	}
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS="+strings.Join(flags, " "))
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if log != nil {
 		cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, log), io.MultiWriter(&stderr, log)
