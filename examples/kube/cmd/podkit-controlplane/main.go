@@ -90,7 +90,10 @@ func run() error {
 	}
 
 	// Stop on SIGTERM, SIGINT or the end of standard input: clustertest
-	// holds the other end, so its death stops the control plane too.
+	// holds the other end, so its death stops the control plane too, in
+	// order. The output pipe breaks then as well: a log line written to it
+	// must not kill the program with SIGPIPE halfway.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
