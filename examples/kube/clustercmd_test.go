@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/podkit/podkit/examples/kube/clustertest"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 
@@ -43,11 +45,18 @@ func TestClusterCommandKeepsTheUsersKubeconfig(t *testing.T) {
 }
 
 // TestClusterCommand runs the podkit-cluster command as a user does: it
-// prints a kubeconfig kubectl works with (3 Ready nodes, a pod's log), and
+// prints a kubeconfig kubectl works with (the server's version is the
+// Kubernetes release it is built from, 3 Ready nodes, a pod's log), and
 // on Ctrl-C (SIGINT) stops every pod's process, removes its temporary
 // directory and its kubeconfig, and exits 0.
 func TestClusterCommand(t *testing.T) {
 	bin := buildOnce(t, "github.com/podkit/podkit/examples/kube/cmd/podkit-cluster")
+	// The command builds the control plane (clustertest.BuildControlPlane)
+	// before it starts: built here first (the command, built with the same
+	// -race as this test, finds it up to date), its start is not delayed
+	// by a build of minutes.
+	_, err := clustertest.BuildControlPlane(testContextFor(t, 30*time.Minute), nil)
+	require.NoError(t, err)
 	tmp := t.TempDir() // the command's TMPDIR: it must be empty again at the end
 	kubeconfig := filepath.Join(t.TempDir(), "podkit.kubeconfig")
 	cmd := exec.Command(bin, "--nodes", "3", "--kubeconfig", kubeconfig)
@@ -73,7 +82,12 @@ func TestClusterCommand(t *testing.T) {
 	cli := &background{cmd: cmd, out: out, done: exited}
 	printed := cli.waitOutput(t, "Cluster ready", "export KUBECONFIG="+kubeconfig, "Press Ctrl-C")
 
-	k := &kubectl{bin: buildOnce(t, "k8s.io/kubernetes/cmd/kubectl"), kubeconfig: kubeconfig, home: t.TempDir()}
+	k := &kubectl{bin: buildOnce(t, kubectlPackage), kubeconfig: kubeconfig, home: t.TempDir()}
+	var version struct {
+		ServerVersion struct{ GitVersion string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(k.run(t, "version", "-o", "json")), &version))
+	assert.Equal(t, kubernetesVersion(t), version.ServerVersion.GitVersion, "kubectl version: the server's version")
 	nodes := k.run(t, "get", "nodes", "--no-headers")
 	assert.Len(t, regexp.MustCompile(`(?m)^node-\d +Ready `).FindAllString(nodes, -1), 3, "3 Ready nodes:\n%s", nodes)
 	k.run(t, "run", "hello", "--image=none", "--restart=Never", "--command", "--", "/bin/sh", "-c", "echo hello; exec sleep 3600")
@@ -98,4 +112,15 @@ func TestClusterCommand(t *testing.T) {
 	assert.Empty(t, entries, "the command's temporary directory is removed")
 	assert.NoFileExists(t, kubeconfig, "the kubeconfig is removed")
 	assert.Contains(t, printed, "kubectl run hello")
+}
+
+// kubernetesVersion returns the version of k8s.io/kubernetes this module
+// requires (v1.37.2). A test binary's build information lists no modules:
+// go list says.
+func kubernetesVersion(t *testing.T) string {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes").Output()
+	require.NoError(t, err)
+	v := strings.TrimSpace(string(out))
+	require.True(t, strings.HasPrefix(v, "v1."), "k8s.io/kubernetes at %q", v)
+	return v
 }

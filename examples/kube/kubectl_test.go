@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// kubectl is the real kubectl (k8s.io/kubernetes/cmd/kubectl, a tool of
-// this module), built once per test binary, run as its own process against
-// a cluster.
+// kubectl is the real kubectl (cmd/kubectl: k8s.io/kubernetes/cmd/kubectl's
+// command reporting its release, the tool of this module), built once per
+// test binary, run as its own process against a cluster.
 type kubectl struct {
 	bin, kubeconfig, home string
 }
@@ -68,12 +68,15 @@ func removeBinaries() {
 	}
 }
 
+// kubectlPackage is this module's kubectl (go tool kubectl).
+const kubectlPackage = "github.com/podkit/podkit/examples/kube/cmd/kubectl"
+
 // buildKubectl returns kubectl (built once per test binary) for the
 // cluster of kubeconfig, with a home directory of its own (for its
 // discovery cache) that lasts as long as t.
 func buildKubectl(t *testing.T, kubeconfig string) *kubectl {
 	t.Helper()
-	bin := buildOnce(t, "k8s.io/kubernetes/cmd/kubectl")
+	bin := buildOnce(t, kubectlPackage)
 	return &kubectl{bin: bin, kubeconfig: kubeconfig, home: t.TempDir()}
 }
 

@@ -11,37 +11,33 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/kube/agent"
+	"github.com/podkit/podkit/examples/kube/internal/controlplane"
 )
 
 // AdminUser is the administrator of the cluster (group system:masters):
-// the identity of Admin, Kubeconfig, the scheduler and the controller
-// manager.
+// the identity of Admin and Kubeconfig.
 const AdminUser = "podkit-admin"
 
 // errClosed is returned by the methods of a closed cluster.
 var errClosed = errors.New("clustertest: the cluster is closed")
 
 // Cluster is a Kubernetes control plane (etcd, kube-apiserver,
-// kube-scheduler, kube-controller-manager) running in this process, with
-// podkit nodes. Create it with Start and end it with Close. Its methods are
-// safe for concurrent use.
+// kube-scheduler, kube-controller-manager, in a child process) with podkit
+// nodes running in this process. Create it with Start and end it with
+// Close. Its methods are safe for concurrent use.
 type Cluster struct {
 	opts      Options
 	dir       string
 	removeDir bool
 	ca        *authority
 
-	etcd      *embed.Etcd
-	apiserver *runningServer
-	scheduler *runningServer
-	kcm       *runningServer
+	controlPlane *controlPlane
 
 	adminConfig *rest.Config
 	admin       kubernetes.Interface
@@ -55,13 +51,21 @@ type Cluster struct {
 // Start starts a cluster as opts says and returns once its nodes are Ready
 // and schedulable (the node lifecycle controller has lifted the not-ready
 // taint) and pods can be created in the default namespace (its service
-// account exists). ctx bounds the start only. On error, everything that
-// was started is stopped again and the directory removed. Call Close when
-// done.
+// account exists). Unless Options.ControlPlane names a binary, it first
+// builds the control plane program (BuildControlPlane: minutes the first
+// time on a machine, seconds later). ctx bounds the start only. On error,
+// everything that was started is stopped again and the directory removed.
+// Call Close when done.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	opts, err = opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	binary := opts.ControlPlane
+	if binary == "" {
+		if binary, err = BuildControlPlane(ctx, opts.ControlPlaneLog); err != nil {
+			return nil, err
+		}
 	}
 	c := &Cluster{opts: opts, dir: opts.Dir}
 	if c.dir == "" {
@@ -70,16 +74,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("clustertest: %w", err)
 		}
 		c.removeDir = true
+	} else if err := os.MkdirAll(c.dir, privateDir); err != nil {
+		return nil, fmt.Errorf("clustertest: %w", err)
 	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Close())
 		}
 	}()
-	if opts.ControlPlaneLog != nil {
-		redirectKlog(opts.ControlPlaneLog)
-	}
-	if err := c.startControlPlane(ctx); err != nil {
+	if err := c.startControlPlane(ctx, binary); err != nil {
 		return nil, err
 	}
 	for _, n := range opts.Nodes {
@@ -93,101 +96,67 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
-// startControlPlane starts etcd, the API server, the scheduler and the
-// controller manager, in that order.
-func (c *Cluster) startControlPlane(ctx context.Context) error {
-	pki := filepath.Join(c.dir, "pki")
-	if err := os.MkdirAll(pki, 0o700); err != nil {
+// startControlPlane writes the control plane's files and runs binary, the
+// podkit-controlplane program, on them.
+func (c *Cluster) startControlPlane(ctx context.Context, binary string) error {
+	dir := filepath.Join(c.dir, controlPlaneDirName)
+	if err := os.MkdirAll(dir, privateDir); err != nil {
 		return fmt.Errorf("clustertest: %w", err)
 	}
-	var err error
-	if c.ca, err = newAuthority(pki); err != nil {
-		return fmt.Errorf("clustertest: the cluster CA: %w", err)
-	}
-	files := apiserverFiles{caFile: c.ca.certFile}
-	serving, err := c.ca.servingCert("kube-apiserver", []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 0, 0, 1)},
-		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"})
+	files := controlplane.FilesIn(dir)
+	// The API server's port is this listener's, chosen by the kernel and
+	// handed to the program: no other process can take it meanwhile, and
+	// every kubeconfig names it before the program starts.
+	listener, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
+		return fmt.Errorf("clustertest: listening for the API server: %w", err)
+	}
+	host := "https://" + listener.Addr().String()
+	if err := c.writeControlPlaneFiles(files, host); err != nil {
+		listener.Close()
 		return err
 	}
-	if files.servingCert, files.servingKey, err = serving.write(pki, "apiserver"); err != nil {
+	if c.adminConfig, err = c.userConfig(host, AdminUser, "system:masters"); err != nil {
+		listener.Close()
 		return err
 	}
-	// The kubelet client certificate is an administrator's, as kubeadm's
-	// was: the agents' SubjectAccessReviews allow it everything.
-	kubeletClient, err := c.ca.clientCert("kube-apiserver-kubelet-client", "system:masters")
-	if err != nil {
-		return err
-	}
-	if files.kubeletClientCert, files.kletKey, err = kubeletClient.write(pki, "apiserver-kubelet-client"); err != nil {
-		return err
-	}
-	if files.serviceAccountKey, err = serviceAccountKey(pki); err != nil {
-		return err
-	}
-
-	var etcdURL string
-	if c.etcd, etcdURL, err = startEtcd(ctx, filepath.Join(c.dir, "etcd")); err != nil {
-		return err
-	}
-	c.apiserver, err = startAPIServer(ctx, etcdURL, files, c.opts, func(host string) (kubernetes.Interface, error) {
-		cfg, err := c.userConfig(host, AdminUser, "system:masters")
-		if err != nil {
-			return nil, err
-		}
-		c.adminConfig = cfg
-		c.admin, err = kubernetes.NewForConfig(cfg)
-		return c.admin, err
-	})
-	if err != nil {
-		return err
-	}
-	c.kubeconfig = filepath.Join(c.dir, "kubeconfig")
+	c.kubeconfig = files.AdminKubeconfig
 	if err := WriteKubeconfig(c.kubeconfig, c.adminConfig); err != nil {
+		listener.Close()
 		return err
 	}
-	if c.scheduler, err = startScheduler(c.kubeconfig, c.opts.SchedulerFlags); err != nil {
-		return err
+	if c.admin, err = kubernetes.NewForConfig(c.adminConfig); err != nil {
+		listener.Close()
+		return fmt.Errorf("clustertest: %w", err)
 	}
-	if c.kcm, err = startControllerManager(c.kubeconfig, c.opts); err != nil {
-		return err
-	}
-	return nil
+	c.controlPlane, err = runControlPlane(ctx, binary, dir, listener, c.opts.ControlPlaneLog, c.opts.componentFlags())
+	return err
 }
 
-// userConfig returns a client configuration for host that authenticates
-// as user in groups, with a client certificate of the cluster CA.
-func (c *Cluster) userConfig(host, user string, groups ...string) (*rest.Config, error) {
-	cert, err := c.ca.clientCert(user, groups...)
-	if err != nil {
-		return nil, err
-	}
-	return &rest.Config{
-		Host: host,
-		TLSClientConfig: rest.TLSClientConfig{
-			CAData:   c.ca.certPEM,
-			CertData: cert.certPEM,
-			KeyData:  cert.keyPEM,
-		},
-		// Tests and controllers burst; the API server's own flow control
-		// is what limits them.
-		QPS:   1000,
-		Burst: 2000,
-	}, nil
-}
-
-// Admin returns a clientset with every right (system:masters).
+// Admin returns a clientset with every right (AdminUser, group
+// system:masters).
 func (c *Cluster) Admin() kubernetes.Interface { return c.admin }
 
 // AdminConfig returns a copy of Admin's configuration.
 func (c *Cluster) AdminConfig() *rest.Config { return rest.CopyConfig(c.adminConfig) }
 
 // Kubeconfig returns the path of the administrator's kubeconfig file, for
-// kubectl (KUBECONFIG=<path> kubectl get nodes).
+// kubectl (KUBECONFIG=<path> kubectl get nodes). It holds the
+// administrator's key: it is readable by its owner only.
 func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
 
 // Dir returns the cluster's directory.
 func (c *Cluster) Dir() string { return c.dir }
+
+// EtcdURL returns the client URL of the cluster's etcd. It takes only
+// mutual-TLS clients with a certificate of an etcd CA that signs nothing
+// but etcd's own certificate and the API server's client: a test may check
+// that every other client is refused.
+func (c *Cluster) EtcdURL() string { return c.controlPlane.status.Etcd }
+
+// Version returns the Kubernetes version the control plane reports
+// (kubectl version's server version).
+func (c *Cluster) Version() string { return c.controlPlane.status.Version }
 
 // NodeConfig returns a client configuration that acts as the node name
 // (system:node:<name>, group system:nodes), for an agent the harness does
@@ -257,8 +226,12 @@ func (c *Cluster) addNode(opts NodeOptions) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	stateDir := filepath.Join(c.dir, "nodes", opts.Name)
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	nodes := filepath.Join(c.dir, nodesDirName)
+	if err := os.MkdirAll(nodes, privateDir); err != nil {
+		return nil, fmt.Errorf("clustertest: %w", err)
+	}
+	stateDir := filepath.Join(nodes, opts.Name)
+	if err := os.MkdirAll(stateDir, privateDir); err != nil {
 		return nil, fmt.Errorf("clustertest: %w", err)
 	}
 	serving, err := c.ca.servingCert(opts.Name, []net.IP{c.opts.NodeIP, net.IPv4(127, 0, 0, 1)}, []string{opts.Name, "localhost"})
@@ -302,8 +275,9 @@ func (c *Cluster) addNode(opts NodeOptions) (*Node, error) {
 
 // Close stops the nodes (heartbeats, then agents), then every process of
 // the pods the process runtime knows in their state directories (SIGTERM,
-// one second of grace, SIGKILL), then the controller manager, the scheduler, the API
-// server and etcd, and removes the cluster's directory if Start made it. It
+// one second of grace, SIGKILL), then the control plane (the controller
+// manager, the scheduler, the API server and etcd, in that order), and
+// removes the cluster's directory if Start made it. It
 // returns what failed on the way (an agent that stopped with an error,
 // processes that would not die); everything is stopped regardless. Close
 // may be called more than once.
@@ -327,15 +301,8 @@ func (c *Cluster) Close() error {
 		stateDirs = append(stateDirs, n.StateDir())
 	}
 	errs = append(errs, StopPodProcesses(stateDirs...))
-	for _, s := range []*runningServer{c.kcm, c.scheduler, c.apiserver} {
-		if s != nil {
-			if err := s.stop(); err != nil && !errors.Is(err, context.Canceled) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if c.etcd != nil {
-		c.etcd.Close()
+	if c.controlPlane != nil {
+		errs = append(errs, c.controlPlane.stop())
 	}
 	if c.removeDir {
 		errs = append(errs, removeAll(c.dir))

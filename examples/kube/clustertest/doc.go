@@ -1,32 +1,48 @@
-// Package clustertest runs a whole Kubernetes cluster inside one Go
-// process, with podkit nodes whose pods really run: a test harness for node
+// Package clustertest runs a whole Kubernetes cluster for a Go test or
+// program, with podkit nodes whose pods really run: a test harness for node
 // agents and for what runs on nodes, and the engine of the podkit-cluster
 // command.
 //
-// Start brings up, in this process:
+// Start brings up:
 //
-//   - etcd (embedded, fsync off, its data in the cluster's directory);
+//   - a control plane in a child process, the podkit-controlplane program of
+//     this module (cmd/podkit-controlplane), which Start builds with the go
+//     command the first time (BuildControlPlane; Options.ControlPlane names
+//     a binary instead). A module importing clustertest so never requires
+//     k8s.io/kubernetes nor its replace directives, and its test binaries
+//     never link it. The program runs:
+//   - etcd (embedded, fsync off), taking only mutual-TLS clients with a
+//     certificate of an etcd CA of its own, which only the API server has;
 //   - kube-apiserver, on 127.0.0.1, authorizing with Node,RBAC and the
 //     NodeRestriction admission plugin, with the ServiceAccount admission
 //     plugin on; it reaches the nodes' kubelet API with a client
-//     certificate and checks their serving certificates;
+//     certificate and checks their serving certificates; it reports the
+//     version of k8s.io/kubernetes it is built from (kubectl version);
 //   - kube-scheduler;
-//   - kube-controller-manager with the Controllers (Deployments, Jobs,
-//     DaemonSets, garbage collection, namespaces, node lifecycle and taint
-//     eviction, ...), with node-lifecycle timings short enough for tests
-//     (Options.NodeMonitorGracePeriod, Options.PodEvictionSeconds);
-//   - one podkit node per NodeOptions: an agent (by default package
-//     agent's, over the process runtime; Options.NewAgent for yours) with
-//     its own node identity (a client certificate for system:node:<name>),
-//     its own state directory, and a kubelet API on Options.NodeIP; plus a
-//     heartbeat run by the harness, so a test can stop it while the agent
-//     keeps running.
+//   - kube-controller-manager with its default controllers (the same
+//     set a kube-controller-manager runs by default: Deployments,
+//     ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs, garbage
+//     collection, namespaces, endpoints and EndpointSlices, service
+//     accounts and their tokens, node lifecycle and taint eviction, node
+//     IPAM, disruption budgets, resource quotas, pod GC, TTL after
+//     finished, CSR approval and signing, volumes...), but for the
+//     serving-ClusterTrustBundle publisher; node-lifecycle timings short
+//     enough for tests (Options.NodeMonitorGracePeriod,
+//     Options.PodEvictionSeconds); each Node gets a /24 of 10.244.0.0/16
+//     as spec.podCIDR;
+//   - in this process, one podkit node per NodeOptions: an agent (by default
+//     package agent's, over the process runtime; Options.NewAgent for
+//     yours) with its own node identity (a client certificate for
+//     system:node:<name>), its own state directory, and a kubelet API on
+//     Options.NodeIP; plus a heartbeat run by the harness, so a test can
+//     stop it while the agent keeps running, and inspect the agent itself
+//     (Node.Agent).
 //
-// One certificate authority, made for the cluster, signs every
-// certificate. The components start from their own packages (the
-// kube-apiserver, kube-scheduler and kube-controller-manager app packages),
-// not from upstream's *testing.T test servers, so a program can run a
-// cluster too.
+// One certificate authority, made for the cluster, signs every certificate
+// but etcd's. The control plane's files (keys, certificates, kubeconfigs,
+// etcd's data) and the nodes' state directories are apart in the
+// cluster's directory, readable by their owner only (see Options.Dir).
+// The control plane is quiet unless Options.ControlPlaneLog is set.
 //
 // # Usage
 //
@@ -35,18 +51,35 @@
 // of their own (AddNode with labels and taints keeps workloads apart), and
 // Close it at the end. Cluster.Admin and Cluster.Kubeconfig give an
 // administrator's access; Node stops and resumes a node's heartbeat and
-// stops and starts its agent. Close stops the heartbeats and agents, then
-// every process of the nodes' pods, then the control plane, and removes the
-// cluster's directory: nothing is left behind.
+// stops and starts its agent. WaitFor waits for an object to meet a
+// Condition (PodRunning, DeploymentRolledOut, StatefulSetRolledOut,
+// JobComplete, Gone, or Match for your own) and says what it saw last when
+// it times out. Close stops the heartbeats and agents, then every process
+// of the nodes' pods, then the control plane, and removes the cluster's
+// directory: nothing is left behind but the control plane binary in the
+// user's cache directory, which later runs reuse.
+//
+// The embedder's duties:
+//
+//  1. Have the go command on PATH and this module's source on disk the
+//     first time (or give Options.ControlPlane).
+//  2. Close the cluster: the pods' processes outlive their agents by
+//     design. (If the process dies instead, the control plane stops on
+//     its own: it watches its standard input, whose other end this
+//     process holds.)
+//  3. For an agent the harness does not run (NodeConfig), stop its pods'
+//     processes with StopPodProcesses once it is stopped.
 //
 // # Concurrency
 //
-// Every method of Cluster and Node is safe for concurrent use.
+// Every method of Cluster and Node is safe for concurrent use, and so is
+// WaitFor.
 //
 // # Limits
 //
-// klog is global to a process: Options.ControlPlaneLog redirects it for the
-// whole process. Several clusters may run in one process (each component
-// has its own feature-gate registry), at the cost of each. Linux only: the
-// process runtime reads /proc.
+// Linux only: the process runtime reads /proc, and the control plane
+// build takes a lock with flock. The control plane binary is built with
+// the race detector when the calling program is (to reuse its compiled
+// packages); it is about 200 MB. Several clusters may run in one process,
+// each with a control plane process of its own.
 package clustertest

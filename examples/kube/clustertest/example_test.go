@@ -3,27 +3,23 @@ package clustertest_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/podkit/podkit/examples/kube/clustertest"
 )
 
-// A cluster of two podkit nodes in this process: a pod created without a
-// node is placed by the real scheduler, run as a process by a podkit
-// agent, and its log read back through the API server, as kubectl logs
-// does. In a test, start the cluster once (TestMain, or a parent test with
-// parallel subtests) and Close it when done.
+// A cluster of two podkit nodes (in this process; the control plane, quiet,
+// in a child process): a pod created without a node is placed by the real
+// scheduler, run as a process by a podkit agent, waited for with WaitFor,
+// and its log read back through the API server, as kubectl logs does. In
+// a test, start the cluster once (TestMain, or a parent test with parallel
+// subtests) and Close it when done.
 func Example() {
 	ctx := context.Background()
-	c, err := clustertest.Start(ctx, clustertest.Options{
-		Nodes:           clustertest.Nodes(2),
-		ControlPlaneLog: io.Discard,
-	})
+	c, err := clustertest.Start(ctx, clustertest.Options{Nodes: clustertest.Nodes(2)})
 	if err != nil {
 		panic(err)
 	}
@@ -36,21 +32,17 @@ func Example() {
 			RestartPolicy: v1.RestartPolicyNever,
 			Containers: []v1.Container{{
 				Name:    "hello",
-				Image:   "none", // recorded, never pulled: the command runs on this machine
-				Command: []string{"/bin/echo", "hello from a podkit node"},
+				Image:   "busybox", // recorded, never pulled: the command runs on this machine
+				Command: []string{"echo", "hello from a podkit node"},
 			}},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		panic(err)
 	}
-	var pod *v1.Pod
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pod, err = pods.Get(ctx, "hello", metav1.GetOptions{})
-		return err == nil && pod.Status.Phase == v1.PodSucceeded, nil
-	})
+	pod, err := clustertest.WaitFor(ctx, pods, "hello", clustertest.PodSucceeded(), time.Minute)
 	if err != nil {
-		panic(err)
+		panic(err) // it says what it saw last: clustertest: Pod default/hello not Succeeded after 1m0s; last seen: ...
 	}
 	log, err := pods.GetLogs("hello", &v1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/internal/background"
 )
 
 // Node is one podkit node of a cluster: an agent and a heartbeat, each of
@@ -20,8 +21,8 @@ type Node struct {
 
 	mu        sync.Mutex
 	agent     Agent
-	agentRun  *runningServer
-	heartbeat *runningServer
+	agentRun  *background.Task
+	heartbeat *background.Task
 }
 
 // Name returns the node's name.
@@ -54,7 +55,7 @@ func (n *Node) StopHeartbeat() {
 	n.heartbeat = nil
 	n.mu.Unlock()
 	if hb != nil {
-		_ = hb.stop() // Run returns nil once started
+		_ = hb.Stop() // Run returns nil once started
 	}
 }
 
@@ -64,7 +65,7 @@ func (n *Node) ResumeHeartbeat() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.heartbeat == nil {
-		n.heartbeat = runServer(n.beat.Run)
+		n.heartbeat = background.Go(n.beat.Run)
 	}
 }
 
@@ -80,7 +81,7 @@ func (n *Node) StopAgent() error {
 	if run == nil {
 		return nil
 	}
-	if err := run.stop(); err != nil {
+	if err := run.Stop(); err != nil {
 		return fmt.Errorf("clustertest: the agent of node %q: %w", n.env.Name, err)
 	}
 	return nil
@@ -92,7 +93,7 @@ func (n *Node) StartAgent() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.agentRun != nil {
-		if done, _ := n.agentRun.stopped(); !done {
+		if done, _ := n.agentRun.Stopped(); !done {
 			return fmt.Errorf("clustertest: the agent of node %q is running", n.env.Name)
 		}
 	}
@@ -104,7 +105,7 @@ func (n *Node) StartAgent() error {
 		return fmt.Errorf("clustertest: NewAgent returned no agent for node %q", n.env.Name)
 	}
 	n.agent = a
-	n.agentRun = runServer(a.Run)
+	n.agentRun = background.Go(a.Run)
 	return nil
 }
 
@@ -118,7 +119,7 @@ func (n *Node) AgentErr() error {
 	if run == nil {
 		return nil
 	}
-	done, err := run.stopped()
+	done, err := run.Stopped()
 	if !done {
 		return nil
 	}

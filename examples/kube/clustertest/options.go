@@ -34,9 +34,11 @@ type Options struct {
 	// Nodes are the podkit nodes started with the cluster; Start returns
 	// once each is Ready and schedulable. AddNode adds more later.
 	Nodes []NodeOptions
-	// Dir holds everything the cluster writes: etcd's data, certificates,
-	// kubeconfig files and each node's state directory. Empty: a new
-	// temporary directory, removed by Close. A Dir given is kept.
+	// Dir holds everything the cluster writes: the control plane's
+	// certificates, keys, kubeconfigs and etcd data in Dir/control-plane,
+	// and each node's state directory in Dir/nodes, apart, with only the
+	// owner allowed in. Empty: a new temporary directory, removed by
+	// Close. A Dir given is kept.
 	Dir string
 	// HeartbeatInterval is how often each node renews its Ready condition
 	// and Lease. Defaults to DefaultHeartbeatInterval.
@@ -63,10 +65,14 @@ type Options struct {
 	// Logger receives the agents' logs, each named by its node. Defaults
 	// to discarding them.
 	Logger logr.Logger
-	// ControlPlaneLog, when set, receives the control plane's logs (klog).
-	// klog is global to the process: setting it redirects every klog user
-	// in the process. Nil leaves klog alone (it writes to stderr).
+	// ControlPlaneLog, when set, receives the control plane's output: the
+	// components' logs (klog) and, when Start builds the control plane,
+	// the go command's. Nil discards it: the control plane is quiet. Give
+	// os.Stderr to see it. It is written from a goroutine of its own.
 	ControlPlaneLog io.Writer
+	// ControlPlane is the path of a podkit-controlplane binary to run.
+	// Empty: Start builds one with BuildControlPlane.
+	ControlPlane string
 	// APIServerFlags, SchedulerFlags and ControllerManagerFlags are extra
 	// command-line flags of each component, applied after (and so
 	// winning over) the harness's own.

@@ -33,7 +33,7 @@ func TestStartRefusesBadOptions(t *testing.T) {
 			assert.Nil(t, c)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Contains(t, err.Error(), "clustertest: ")
-			assert.NoDirExists(t, dir+"/etcd", "nothing was started")
+			assert.NoDirExists(t, dir+"/control-plane", "nothing was started")
 		})
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -21,22 +20,23 @@ import (
 // than any test or demo cluster lives.
 const certValidity = 10 * 365 * 24 * time.Hour
 
-// authority is the cluster's one certificate authority. It signs the API
-// server's serving certificate, every client certificate (administrator,
-// node identities, the API server's kubelet client) and the agents'
-// serving certificates, so one CA file verifies everything in the
-// cluster.
+// Every key, certificate and kubeconfig the harness writes is readable by
+// its owner only, in directories only the owner may enter: they are the
+// cluster's credentials.
+const (
+	privateFile = 0o600
+	privateDir  = 0o700
+)
+
+// authority is a certificate authority made for the cluster.
 type authority struct {
 	cert    *x509.Certificate
 	key     crypto.Signer
 	certPEM []byte
-	// certFile is certPEM on disk, for the flags that want a file.
-	certFile string
 }
 
-// newAuthority creates a self-signed CA and writes its certificate to
-// dir/ca.crt.
-func newAuthority(dir string) (*authority, error) {
+// newAuthority creates a self-signed CA named commonName.
+func newAuthority(commonName string) (*authority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -44,7 +44,7 @@ func newAuthority(dir string) (*authority, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "podkit-cluster-ca"},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(certValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
@@ -59,19 +59,21 @@ func newAuthority(dir string) (*authority, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &authority{cert: cert, key: key, certPEM: pemBlock("CERTIFICATE", der)}
-	a.certFile = filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(a.certFile, a.certPEM, 0o644); err != nil {
-		return nil, err
-	}
-	return a, nil
+	return &authority{cert: cert, key: key, certPEM: pemBlock("CERTIFICATE", der)}, nil
 }
 
-// pool returns a pool holding the CA.
-func (a *authority) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(a.cert)
-	return p
+// writeCert writes the CA's certificate to path.
+func (a *authority) writeCert(path string) error {
+	return os.WriteFile(path, a.certPEM, privateFile)
+}
+
+// writeKey writes the CA's private key to path.
+func (a *authority) writeKey(path string) error {
+	der, err := x509.MarshalECPrivateKey(a.key.(*ecdsa.PrivateKey))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, pemBlock("EC PRIVATE KEY", der), privateFile)
 }
 
 // keyPair is a certificate and its key, PEM-encoded.
@@ -82,17 +84,12 @@ type keyPair struct {
 // tls returns the pair as a tls.Certificate.
 func (k keyPair) tls() (tls.Certificate, error) { return tls.X509KeyPair(k.certPEM, k.keyPEM) }
 
-// write writes the pair to dir/name.crt and dir/name.key and returns the
-// two paths.
-func (k keyPair) write(dir, name string) (certFile, keyFile string, err error) {
-	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := os.WriteFile(certFile, k.certPEM, 0o644); err != nil {
-		return "", "", err
+// write writes the pair to certFile and keyFile.
+func (k keyPair) write(certFile, keyFile string) error {
+	if err := os.WriteFile(certFile, k.certPEM, privateFile); err != nil {
+		return err
 	}
-	if err := os.WriteFile(keyFile, k.keyPEM, 0o600); err != nil {
-		return "", "", err
-	}
-	return certFile, keyFile, nil
+	return os.WriteFile(keyFile, k.keyPEM, privateFile)
 }
 
 // clientCert issues a client certificate for user in groups: the API
@@ -111,6 +108,17 @@ func (a *authority) servingCert(commonName string, ips []net.IP, dnsNames []stri
 	return a.issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: commonName},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: ips,
+		DNSNames:    dnsNames,
+	})
+}
+
+// peerCert issues a certificate that both serves and authenticates as a
+// client, as an etcd member's does.
+func (a *authority) peerCert(commonName string, ips []net.IP, dnsNames []string) (keyPair, error) {
+	return a.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses: ips,
 		DNSNames:    dnsNames,
 	})
@@ -141,19 +149,18 @@ func (a *authority) issue(tmpl *x509.Certificate) (keyPair, error) {
 	return keyPair{certPEM: pemBlock("CERTIFICATE", der), keyPEM: pemBlock("EC PRIVATE KEY", keyDER)}, nil
 }
 
-// serviceAccountKey writes a fresh key that signs service account tokens
-// to dir/sa.key, and returns its path.
-func serviceAccountKey(dir string) (string, error) {
+// writeServiceAccountKey writes a fresh key that signs service account
+// tokens to path.
+func writeServiceAccountKey(path string) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return "", err
+		return err
 	}
 	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return "", err
+		return err
 	}
-	path := filepath.Join(dir, "sa.key")
-	return path, os.WriteFile(path, pemBlock("EC PRIVATE KEY", der), 0o600)
+	return os.WriteFile(path, pemBlock("EC PRIVATE KEY", der), privateFile)
 }
 
 func pemBlock(typ string, der []byte) []byte {

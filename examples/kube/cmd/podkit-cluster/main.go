@@ -6,7 +6,10 @@
 //	go run -C examples/kube ./cmd/podkit-cluster --nodes 3   # the same, from the repository's root
 //
 // (examples/kube is a module of its own, so the root module cannot run its
-// commands by path.) It writes an administrator's kubeconfig (to
+// commands by path.) The control plane runs in a child process, the
+// podkit-controlplane program that package clustertest builds from this
+// module's source with the go command (the first time: minutes; then it is
+// up to date in seconds), or --control-plane names a binary of it. It writes an administrator's kubeconfig (to
 // --kubeconfig, a file that must not exist yet, or into the cluster's
 // temporary directory), prints how to use it, and then prints the
 // nodes and pods as they change. Ctrl-C (or SIGTERM) stops every pod's
@@ -49,6 +52,7 @@ func run() error {
 		logFile    = flag.String("log-file", "", "where to write the control plane's and the agents' logs (default: in the cluster's temporary directory)")
 		verbosity  = flag.Int("v", 0, "log verbosity of the agents")
 		quiet      = flag.Bool("quiet", false, "do not print nodes and pods as they change")
+		binary     = flag.String("control-plane", "", "a podkit-controlplane binary to run (default: built from this module's source)")
 	)
 	flag.Parse()
 	if *nodes < 0 {
@@ -77,7 +81,8 @@ func run() error {
 	if logPath == "" {
 		logPath = filepath.Join(dir, "cluster.log")
 	}
-	logs, err := os.Create(logPath)
+	// The logs name the cluster's files and identities: for the owner only.
+	logs, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
@@ -86,12 +91,19 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *binary == "" {
+		fmt.Println("Building the control plane (the first build compiles Kubernetes: minutes)...")
+		if *binary, err = clustertest.BuildControlPlane(ctx, logs); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("Starting a control plane and %d podkit nodes (logs: %s)...\n", *nodes, logPath)
 	start := time.Now()
 	c, err := clustertest.Start(ctx, clustertest.Options{
 		Nodes:           clustertest.Nodes(*nodes),
 		Dir:             filepath.Join(dir, "cluster"),
 		Logger:          logger,
+		ControlPlane:    *binary,
 		ControlPlaneLog: logs,
 	})
 	if err != nil {
