@@ -37,7 +37,7 @@ func TestAdditionsWithAdmissionRejection(t *testing.T) {
 			return v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi")}
 		})
 		require.NoError(t, err)
-		e := newEnv(t, func(o *lifecycle.Options) {
+		e := newEnv(t, func(o *lifecycle.SyncLoopOptions) {
 			o.AdmitHandlers = []admission.Handler{maxPods, fit}
 		})
 		e.start()
@@ -190,7 +190,7 @@ func TestRemoval(t *testing.T) {
 
 func TestRemovalWaitsForSourcesReady(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		e := newEnv(t, func(o *lifecycle.Options) {
+		e := newEnv(t, func(o *lifecycle.SyncLoopOptions) {
 			o.Sources = []string{mirror.ApiserverSource, mirror.FileSource}
 		})
 		e.start()
@@ -365,7 +365,7 @@ func TestStaticPodUIDReused(t *testing.T) {
 
 func TestRuntimeOrphansKilled(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		e := newEnv(t, func(o *lifecycle.Options) { o.Sources = []string{mirror.ApiserverSource} })
+		e := newEnv(t, func(o *lifecycle.SyncLoopOptions) { o.Sources = []string{mirror.ApiserverSource} })
 		known := apiPod("known", "web", 0)
 		e.runtime.set(
 			podworker.RuntimePod{UID: "known", Namespace: "default", Name: "web"},
@@ -396,7 +396,7 @@ func TestDeletedTerminalPodUnknownToWorkersIsKilled(t *testing.T) {
 		reject := admission.HandlerFunc(func(context.Context, *admission.Attributes) admission.Result {
 			return admission.Result{Reason: "NoWay", Message: "not here"}
 		})
-		e := newEnv(t, func(o *lifecycle.Options) { o.AdmitHandlers = []admission.Handler{reject} })
+		e := newEnv(t, func(o *lifecycle.SyncLoopOptions) { o.AdmitHandlers = []admission.Handler{reject} })
 		e.start()
 		pod := apiPod("rej", "job", 0)
 		e.set(mirror.ApiserverSource, pod)
@@ -502,22 +502,21 @@ func TestDispatchRejectsBadUpdates(t *testing.T) {
 		e.h.HandlePodUpdates(e.ctx, []*v1.Pod{nil})
 		e.h.HandlePodRemoves(e.ctx, []*v1.Pod{nil})
 		e.h.HandlePodReconcile(e.ctx, []*v1.Pod{nil})
-		e.h.HandlePodSyncs(e.ctx, []*v1.Pod{nil})
 		assert.Empty(t, e.workers.Pods())
 	})
 }
 
-func TestNewHandlerValidates(t *testing.T) {
+func TestNewSyncLoopValidates(t *testing.T) {
 	e := newEnv(t, nil)
-	_, err := lifecycle.NewHandler(nil, e.store, lifecycle.Options{})
+	_, err := lifecycle.NewSyncLoop(nil, e.store, lifecycle.SyncLoopOptions{})
 	assert.ErrorContains(t, err, "lifecycle: ")
-	_, err = lifecycle.NewHandler(e.workers, nil, lifecycle.Options{})
+	_, err = lifecycle.NewSyncLoop(e.workers, nil, lifecycle.SyncLoopOptions{})
 	assert.ErrorContains(t, err, "store")
-	_, err = lifecycle.NewHandler(e.workers, e.store, lifecycle.Options{AdmitHandlers: []admission.Handler{nil}})
+	_, err = lifecycle.NewSyncLoop(e.workers, e.store, lifecycle.SyncLoopOptions{AdmitHandlers: []admission.Handler{nil}})
 	assert.ErrorContains(t, err, "AdmitHandlers[0]")
-	_, err = lifecycle.NewHandler(e.workers, e.store, lifecycle.Options{HousekeepingInterval: -time.Second})
+	_, err = lifecycle.NewSyncLoop(e.workers, e.store, lifecycle.SyncLoopOptions{HousekeepingInterval: -time.Second})
 	assert.ErrorContains(t, err, "HousekeepingInterval")
-	_, err = lifecycle.NewHandler(e.workers, e.store, lifecycle.Options{Sources: []string{""}})
+	_, err = lifecycle.NewSyncLoop(e.workers, e.store, lifecycle.SyncLoopOptions{Sources: []string{""}})
 	assert.ErrorContains(t, err, "Sources[0]")
 }
 
@@ -531,7 +530,7 @@ func TestAdmissionOrderAndReasonlessRejection(t *testing.T) {
 		})
 	}
 	bubble(t, func(t *testing.T) {
-		e := newEnv(t, func(o *lifecycle.Options) {
+		e := newEnv(t, func(o *lifecycle.SyncLoopOptions) {
 			o.AdmitHandlers = []admission.Handler{
 				handler("yes", admission.Result{Admit: true}),
 				handler("mute", admission.Result{}),

@@ -1,4 +1,4 @@
-package lifecycle_test
+package nodeshutdown_test
 
 import (
 	"testing"
@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/podkit/podkit/lifecycle"
-	"github.com/podkit/podkit/mirror"
+	"github.com/podkit/podkit/lifecycle/admission"
+	"github.com/podkit/podkit/lifecycle/nodeshutdown"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -20,16 +20,16 @@ func withGrace(pod *v1.Pod, seconds int64) *v1.Pod {
 }
 
 func critical(pod *v1.Pod) *v1.Pod {
-	pod.Spec.PriorityClassName = lifecycle.SystemNodeCritical
+	pod.Spec.PriorityClassName = nodeshutdown.SystemNodeCritical
 	return pod
 }
 
 type shutdownResult struct {
-	report lifecycle.ShutdownReport
+	report nodeshutdown.Report
 	err    error
 }
 
-func names(pods []lifecycle.ShutdownPod) []string {
+func names(pods []nodeshutdown.Pod) []string {
 	var out []string
 	for _, p := range pods {
 		out = append(out, p.FullName)
@@ -37,16 +37,16 @@ func names(pods []lifecycle.ShutdownPod) []string {
 	return out
 }
 
-func TestShutdownNodeOrdering(t *testing.T) {
+func TestShutdownOrdering(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		e := newEnv(t, nil)
+		e := newEnv(t)
 		e.start()
 		prio := int32(2000000001)
 		highPriority := apiPod("c2", "dns", 3)
 		highPriority.Spec.Priority = &prio
 		cni := critical(apiPod("c1", "cni", 2))
 		cni.Generation = 7
-		e.set(mirror.ApiserverSource,
+		e.set(
 			withGrace(apiPod("r1", "web", 0), 30),
 			withGrace(apiPod("r2", "batch", 1), 5),
 			cni,
@@ -56,7 +56,7 @@ func TestShutdownNodeOrdering(t *testing.T) {
 
 		done := make(chan shutdownResult, 1)
 		go func() {
-			r, err := e.h.ShutdownNode(e.ctx, lifecycle.ShutdownOptions{GracePeriod: 20 * time.Second, CriticalGracePeriod: 8 * time.Second})
+			r, err := e.m.Shutdown(e.ctx, nodeshutdown.Budget{GracePeriod: 20 * time.Second, CriticalGracePeriod: 8 * time.Second})
 			done <- shutdownResult{r, err}
 		}()
 		require.NoError(t, gate.Wait(e.ctx))
@@ -67,12 +67,12 @@ func TestShutdownNodeOrdering(t *testing.T) {
 		assert.Equal(t, "sync:create", e.trace("c2"))
 
 		// New pods are refused from now on.
-		e.set(mirror.ApiserverSource,
+		e.set(
 			withGrace(apiPod("r1", "web", 0), 30), withGrace(apiPod("r2", "batch", 1), 5),
 			cni, highPriority, apiPod("late", "late", 4))
 		rej := e.rejections()
 		require.Len(t, rej, 1)
-		assert.Equal(t, lifecycle.ReasonNodeShutdown, rej[0].Status.Reason)
+		assert.Equal(t, nodeshutdown.ReasonNodeShutdown, rej[0].Reason)
 
 		e.clock.Step(3 * time.Second)
 		gate.Release()
@@ -115,17 +115,17 @@ func TestShutdownNodeOrdering(t *testing.T) {
 	})
 }
 
-func TestShutdownNodeBudget(t *testing.T) {
+func TestShutdownBudget(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		e := newEnv(t, nil)
+		e := newEnv(t)
 		e.start()
-		e.set(mirror.ApiserverSource, withGrace(apiPod("r1", "web", 0), 30), critical(apiPod("c1", "cni", 1)))
+		e.set(withGrace(apiPod("r1", "web", 0), 30), critical(apiPod("c1", "cni", 1)))
 		stuck := e.syncer.Hold("r1", podworker.HookSyncTerminatingPod)
 		stuckToo := e.syncer.Hold("c1", podworker.HookSyncTerminatingPod)
 
 		done := make(chan shutdownResult, 1)
 		go func() {
-			r, err := e.h.ShutdownNode(e.ctx, lifecycle.ShutdownOptions{GracePeriod: 10 * time.Second, CriticalGracePeriod: 4 * time.Second})
+			r, err := e.m.Shutdown(e.ctx, nodeshutdown.Budget{GracePeriod: 10 * time.Second, CriticalGracePeriod: 4 * time.Second})
 			done <- shutdownResult{r, err}
 		}()
 		require.NoError(t, stuck.Wait(e.ctx))
@@ -145,7 +145,7 @@ func TestShutdownNodeBudget(t *testing.T) {
 
 		e.clock.Step(4 * time.Second)
 		res := <-done
-		require.ErrorIs(t, res.err, lifecycle.ErrShutdownBudgetSpent)
+		require.ErrorIs(t, res.err, nodeshutdown.ErrBudgetSpent)
 		assert.Empty(t, res.report.Terminated)
 		assert.Equal(t, []string{"web_default", "cni_default"}, names(res.report.NotTerminated))
 		assert.Equal(t, int64(6), res.report.NotTerminated[0].GracePeriod)
@@ -160,25 +160,24 @@ func TestShutdownNodeBudget(t *testing.T) {
 	})
 }
 
-func TestShutdownNodeValidates(t *testing.T) {
-	e := newEnv(t, nil)
-	for _, opts := range []lifecycle.ShutdownOptions{
+func TestShutdownValidates(t *testing.T) {
+	e := newEnv(t)
+	for _, opts := range []nodeshutdown.Budget{
 		{},
 		{GracePeriod: -time.Second},
 		{GracePeriod: time.Second, CriticalGracePeriod: 2 * time.Second},
 		{GracePeriod: time.Second, CriticalGracePeriod: -1},
 	} {
-		_, err := e.h.ShutdownNode(t.Context(), opts)
-		assert.ErrorContains(t, err, "lifecycle: ShutdownOptions")
+		_, err := e.m.Shutdown(t.Context(), opts)
+		assert.ErrorContains(t, err, "nodeshutdown: Budget")
 	}
-	// Nothing was done: admission still works.
-	e.h.HandlePodAdditions(t.Context(), []*v1.Pod{apiPod("p", "p", 0)})
-	_, known := e.workers.Pod("p")
-	assert.True(t, known)
+	// Nothing was done: admission still admits.
+	assert.True(t, e.m.Admit(t.Context(), &admission.Attributes{Pod: apiPod("p", "p", 0)}).Admit)
+	assert.False(t, e.m.ShuttingDown())
 }
 
-func TestIsCriticalPod(t *testing.T) {
-	low, high := int32(1000), lifecycle.SystemCriticalPriority
+func TestIsCritical(t *testing.T) {
+	low, high := int32(1000), nodeshutdown.SystemCriticalPriority
 	for name, tc := range map[string]struct {
 		pod  *v1.Pod
 		want bool
@@ -188,13 +187,64 @@ func TestIsCriticalPod(t *testing.T) {
 		"node critical": {critical(apiPod("a", "a", 0)), true},
 		"cluster critical": {func() *v1.Pod {
 			p := apiPod("a", "a", 0)
-			p.Spec.PriorityClassName = lifecycle.SystemClusterCritical
+			p.Spec.PriorityClassName = nodeshutdown.SystemClusterCritical
 			return p
 		}(), true},
 		"low priority":    {func() *v1.Pod { p := apiPod("a", "a", 0); p.Spec.Priority = &low; return p }(), false},
 		"system priority": {func() *v1.Pod { p := apiPod("a", "a", 0); p.Spec.Priority = &high; return p }(), true},
 		"static alone":    {staticPod(t, "s", "s"), false},
 	} {
-		t.Run(name, func(t *testing.T) { assert.Equal(t, tc.want, lifecycle.IsCriticalPod(tc.pod)) })
+		t.Run(name, func(t *testing.T) { assert.Equal(t, tc.want, nodeshutdown.IsCritical(tc.pod)) })
 	}
+}
+
+// Issue 19: housekeeping skipped its re-adds by reading a flag of the sync
+// loop that ShutdownNode set. The manager now stands alone: its only say
+// in the sync loop is admission, which housekeeping asks for the pods it
+// re-adds as well. A pod asked to start over after the shutdown killed it
+// (its UID sent again as new) is therefore refused, not restarted.
+func TestShutdownRefusesRestartsThroughAdmission(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.start()
+		e.set(apiPod("p", "web", 0))
+		_, err := e.m.Shutdown(e.ctx, nodeshutdown.Budget{GracePeriod: 10 * time.Second})
+		require.NoError(t, err)
+		synctest.Wait()
+		require.Equal(t, podworker.StageFinished, e.stage("p"))
+
+		// The pod is handed over again as new (a UID reused, as a static
+		// pod's is when its manifest comes back): the workers take it as a
+		// restart request, and housekeeping forgets the finished worker.
+		e.agent.SyncLoop().HandlePodAdditions(e.ctx, []*v1.Pod{apiPod("p", "web", 0)})
+		synctest.Wait()
+		e.housekeep()
+
+		assert.Equal(t, podworker.StageAbsent, e.stage("p"), "housekeeping did not start the pod over")
+		assert.Equal(t, "sync:create kill(10) terminated", e.trace("p"))
+		rej := e.rejections()
+		require.Len(t, rej, 1)
+		assert.Equal(t, nodeshutdown.ReasonNodeShutdown, rej[0].Reason)
+		assert.Equal(t, "Pod was rejected: "+nodeshutdown.MessageNodeShutdown, rej[0].Message)
+	})
+}
+
+func TestAdmitRefusesOnceShuttingDown(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.start()
+		attrs := &admission.Attributes{Pod: apiPod("p", "p", 0), Operation: admission.AddOperation}
+		require.True(t, e.m.Admit(e.ctx, attrs).Admit)
+		_, err := e.m.Shutdown(e.ctx, nodeshutdown.Budget{GracePeriod: time.Second})
+		require.NoError(t, err, "no pod to stop")
+		r := e.m.Admit(e.ctx, attrs)
+		assert.False(t, r.Admit)
+		assert.Equal(t, nodeshutdown.ReasonNodeShutdown, r.Reason)
+		assert.True(t, e.m.ShuttingDown())
+	})
+}
+
+func TestNewValidates(t *testing.T) {
+	_, err := nodeshutdown.New(nil, nodeshutdown.Options{})
+	assert.ErrorContains(t, err, "nodeshutdown: New needs the pod workers")
 }

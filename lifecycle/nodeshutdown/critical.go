@@ -1,4 +1,4 @@
-package lifecycle
+package nodeshutdown
 
 import v1 "k8s.io/api/core/v1"
 
@@ -16,13 +16,13 @@ const (
 	SystemCriticalPriority int32 = 2000000000
 )
 
-// IsCriticalPod reports whether pod is critical for node shutdown: its
+// IsCritical reports whether pod is critical for node shutdown: its
 // priority class is system-node-critical or system-cluster-critical, or its
 // priority is at least SystemCriticalPriority. Unlike the kubelet's general
 // notion of a critical pod, a static pod is not critical merely for being
 // static, as in the kubelet's node shutdown manager, which groups by
 // priority only. A nil pod is not critical.
-func IsCriticalPod(pod *v1.Pod) bool {
+func IsCritical(pod *v1.Pod) bool {
 	if pod == nil {
 		return false
 	}
