@@ -71,15 +71,15 @@ func TestAUIDThatComesBackIsReportedForItsNewLife(t *testing.T) {
 			{podworker.StageTerminating, podworker.StageTerminated, time.Second + 20*time.Millisecond},
 			{podworker.StageTerminated, podworker.StageFinished, time.Second + 30*time.Millisecond},
 		} {
-			a.onTransition(podworker.Transition{UID: uid, FullName: "returning_default", From: step.from, To: step.to, Time: start.Add(step.at)})
+			a.timeline.onTransition(podworker.Transition{UID: uid, FullName: "returning_default", From: step.from, To: step.to, Time: start.Add(step.at)})
 		}
 	}
 	life(t0)
-	a.onTransition(podworker.Transition{UID: uid, FullName: "returning_default", From: podworker.StageFinished, To: podworker.StageAbsent, Time: t0.Add(2 * time.Second)})
+	a.timeline.onTransition(podworker.Transition{UID: uid, FullName: "returning_default", From: podworker.StageFinished, To: podworker.StageAbsent, Time: t0.Add(2 * time.Second)})
 	life(t0.Add(60 * time.Second))
 
 	assert.Regexp(t, `(?m)^ *61\.020s  default/returning +terminating → terminated +containers stopped, in 0\.02s$`, out.String())
-	rows := a.summary()
+	rows, _ := a.timeline.summary()
 	require.Len(t, rows, 1)
 	assert.Equal(t, "0.02s", rows[0].Termination)
 	requireStampsInOrder(t, out.String())
@@ -105,10 +105,10 @@ spec:
 `, round, i))
 		}
 		waitFor(t, a, fmt.Sprintf("round %d: every pod to finish", round), func() bool {
-			a.mu.Lock()
-			defer a.mu.Unlock()
+			a.records.mu.Lock()
+			defer a.records.mu.Unlock()
 			done := 0
-			for _, rec := range a.pods {
+			for _, rec := range a.records.pods {
 				if rec.maxStage >= podworker.StageFinished {
 					done++
 				}
@@ -121,20 +121,20 @@ spec:
 			require.NoError(t, os.Remove(n))
 		}
 		waitFor(t, a, fmt.Sprintf("round %d: every record to be pruned", round), func() bool {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			return len(a.pods) == 0
+			a.records.mu.Lock()
+			defer a.records.mu.Unlock()
+			return len(a.records.pods) == 0
 		})
 		assert.Empty(t, a.workers.Pods(), "the engine forgot them")
 		assert.Empty(t, a.rt.RuntimePods())
 		assert.Empty(t, a.rt.Tombstones(), "their logs went with them")
-		assert.Empty(t, a.podKeys(), "/pods is empty")
+		assert.Empty(t, a.endpoint().podKeys(), "/pods is empty")
 		assert.Empty(t, a.api.mirrorPodNames(), "their mirror pods were deleted")
 	}
-	a.mu.Lock()
-	assert.Len(t, a.departed, maxDeparted, "the latest departed keep a summary line")
-	assert.Equal(t, rounds*pods-maxDeparted, a.departedDropped)
-	a.mu.Unlock()
+	a.records.mu.Lock()
+	assert.Len(t, a.records.departed, maxDeparted, "the latest departed keep a summary line")
+	assert.Equal(t, rounds*pods-maxDeparted, a.records.departedDropped)
+	a.records.mu.Unlock()
 	stop()
 	require.NoError(t, wait(), "output:\n%s", out.String())
 	assert.Contains(t, out.String(), fmt.Sprintf("(%d earlier pods that left the node are not shown)", rounds*pods-maxDeparted))

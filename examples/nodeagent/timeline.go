@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,30 +15,88 @@ import (
 	"github.com/podkit/podkit/podworker"
 )
 
+// timeline prints the agent's output: one line per pod worker transition
+// (from → to, and why) and per container start or exit, and the summary
+// table at the end. It keeps the pod records up to date with what it
+// prints. As a lifecycle.Runnable it prints the workers' transitions until
+// the agent stops (after the workers did, so none is missed).
+type timeline struct {
+	*console
+	records *podRecords
+	workers *podworker.PodWorkers[processruntime.PodStatus]
+	// inStore reports whether config still wants a pod, shuttingDown
+	// whether the node shuts down, hasMirror whether a static pod has a
+	// mirror pod.
+	inStore      func(types.UID) bool
+	shuttingDown func() bool
+	hasMirror    func(fullName string) bool
+
+	transitions chan podworker.Transition
+	sub         *podworker.Subscription
+}
+
+// newTimeline subscribes to the workers' transitions, so none is missed
+// before Run starts reading them.
+func newTimeline(c *console, records *podRecords, workers *podworker.PodWorkers[processruntime.PodStatus]) *timeline {
+	t := &timeline{console: c, records: records, workers: workers, transitions: make(chan podworker.Transition, 4096)}
+	t.sub = workers.Subscribe(t.transitions)
+	return t
+}
+
+// Run prints transitions until ctx ends, then those still queued.
+func (t *timeline) Run(ctx context.Context) error {
+	defer t.sub.Close()
+	for {
+		select {
+		case tr := <-t.transitions:
+			t.onTransition(tr)
+		case <-ctx.Done():
+			for {
+				select {
+				case tr := <-t.transitions:
+					t.onTransition(tr)
+				default:
+					if dropped := t.sub.Dropped(); dropped > 0 {
+						t.say("warning: %d transitions were not printed (the output fell behind)", dropped)
+					}
+					return nil
+				}
+			}
+		}
+	}
+}
+
 // say prints a line about the agent itself.
-func (a *agent) say(format string, args ...any) {
-	a.line("", fmt.Sprintf(format, args...))
+func (t *timeline) say(format string, args ...any) {
+	t.line("", fmt.Sprintf(format, args...))
 }
 
 // line prints one line about pod (empty: the agent), stamped now.
-func (a *agent) line(pod, msg string) { a.lineAt(time.Now(), pod, msg) }
+func (t *timeline) line(pod, msg string) { t.lineAt(time.Now(), pod, msg) }
 
 // onTransition records a pod worker's stage change and prints it: one line
 // per transition, "from → to" and why.
-func (a *agent) onTransition(tr podworker.Transition) {
-	info, ok := a.workers.Pod(tr.UID)
-	a.mu.Lock()
-	if tr.To == podworker.StageAbsent && a.pods[tr.UID] == nil {
+func (t *timeline) onTransition(tr podworker.Transition) {
+	info, ok := t.workers.Pod(tr.UID)
+	if tr.To == podworker.StageAbsent && !t.records.has(tr.UID) {
 		// Forgotten, and its record already pruned.
-		a.mu.Unlock()
 		return
 	}
-	rec := a.recordLocked(tr.UID)
+	var name, reason string
+	t.records.edit(tr.UID, func(rec *podRecord) {
+		name, reason = t.record(rec, tr, info, ok)
+	})
+	t.lineAt(tr.Time, name, fmt.Sprintf("%-36s %s", tr.From.String()+" → "+tr.To.String(), reason))
+}
+
+// record updates rec for tr and returns the pod's name and why tr
+// happened.
+func (t *timeline) record(rec *podRecord, tr podworker.Transition, info podworker.PodInfo, ok bool) (name, reason string) {
 	if (tr.To == podworker.StageNotStarted || tr.To == podworker.StageSyncing) && rec.maxStage >= podworker.StageTerminationRequested {
-		rec.newLifeLocked(tr.To)
+		rec.newLife(tr.To)
 	}
 	if ok {
-		rec.setPodLocked(info.Pod)
+		rec.setPod(info.Pod)
 	}
 	if rec.name == "" {
 		rec.name = tr.FullName
@@ -58,18 +116,15 @@ func (a *agent) onTransition(tr podworker.Transition) {
 	case podworker.StageFinished:
 		rec.finished = tr.Time
 	}
-	reason := a.reasonLocked(rec, tr, info, ok)
+	reason = t.reason(rec, tr, info, ok)
 	if tr.To == podworker.StageTerminationRequested || (tr.To == podworker.StageTerminating && tr.From < podworker.StageTerminationRequested) {
 		rec.termReason = reason
 	}
-	name := rec.name
-	a.notifyLocked()
-	a.mu.Unlock()
-	a.lineAt(tr.Time, name, fmt.Sprintf("%-36s %s", tr.From.String()+" → "+tr.To.String(), reason))
+	return rec.name, reason
 }
 
-// reasonLocked says why a transition happened, from what the agent knows.
-func (a *agent) reasonLocked(rec *podRecord, tr podworker.Transition, info podworker.PodInfo, ok bool) string {
+// reason says why a transition happened, from what the agent knows.
+func (t *timeline) reason(rec *podRecord, tr podworker.Transition, info podworker.PodInfo, ok bool) string {
 	grace := fmt.Sprintf("grace %ds", info.GracePeriod)
 	switch tr.To {
 	case podworker.StageNotStarted:
@@ -83,11 +138,11 @@ func (a *agent) reasonLocked(rec *podRecord, tr podworker.Transition, info podwo
 		switch {
 		case ok && info.RuntimeOnly:
 			return "left over from a previous run: killing it, " + grace
-		case a.shuttingDown:
+		case t.shuttingDown():
 			return "node shutdown, " + grace
 		case info.Evicted:
 			return "evicted, " + grace
-		case !a.inStore(tr.UID):
+		case !t.inStore(tr.UID):
 			return "removed from config, " + grace
 		case info.Deleted:
 			return "deleted, " + grace
@@ -123,7 +178,7 @@ func (a *agent) reasonLocked(rec *podRecord, tr podworker.Transition, info podwo
 }
 
 // printEvent prints a container start or exit.
-func (a *agent) printEvent(ev processruntime.Event) {
+func (t *timeline) printEvent(ev processruntime.Event) {
 	at := ev.Status.Time
 	name := ev.Namespace + "/" + ev.Name
 	c, _ := ev.Status.Container(ev.Container)
@@ -133,7 +188,7 @@ func (a *agent) printEvent(ev processruntime.Event) {
 		if c.RestartCount > 0 {
 			msg += fmt.Sprintf(" (restart %d)", c.RestartCount)
 		}
-		a.lineAt(at, name, msg)
+		t.lineAt(at, name, msg)
 	case processruntime.ContainerExited:
 		if c.Exit == nil {
 			return
@@ -142,7 +197,7 @@ func (a *agent) printEvent(ev processruntime.Event) {
 		if c.Exit.Reason == processruntime.ReasonStartError {
 			msg += ": " + c.Exit.Message
 		}
-		a.lineAt(at, name, msg)
+		t.lineAt(at, name, msg)
 	}
 }
 
@@ -183,24 +238,14 @@ type summaryRow struct {
 }
 
 // summary builds the summary table's rows, in the order pods were first
-// seen: the pods the agent knows, and the latest that departed.
-func (a *agent) summary() []summaryRow {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	lines := append([]departedPod(nil), a.departed...)
-	for _, rec := range a.sortedRecordsLocked() {
-		lines = append(lines, departedPod{firstSeen: rec.firstSeen, row: a.summaryRowLocked(rec)})
-	}
-	sort.SliceStable(lines, func(i, j int) bool { return lines[i].firstSeen.Before(lines[j].firstSeen) })
-	rows := make([]summaryRow, len(lines))
-	for i, l := range lines {
-		rows[i] = l.row
-	}
-	return rows
+// seen: the pods the agent knows, and the latest that departed; and how
+// many earlier departed pods are not shown.
+func (t *timeline) summary() ([]summaryRow, int) {
+	return t.records.rows(t.summaryRow)
 }
 
-// summaryRowLocked is rec's row of the summary table.
-func (a *agent) summaryRowLocked(rec *podRecord) summaryRow {
+// summaryRow is rec's row of the summary table. The records' lock is held.
+func (t *timeline) summaryRow(rec *podRecord) summaryRow {
 	row := summaryRow{Pod: rec.name, Phase: "-", ExitCodes: "-", Termination: "-"}
 	if st, ok := rec.apiStatus(); ok {
 		row.Phase = string(st.Phase)
@@ -219,7 +264,7 @@ func (a *agent) summaryRowLocked(rec *podRecord) summaryRow {
 		row.Note = rec.termReason
 	}
 	if rec.static {
-		if _, ok := a.api.MirrorPod(rec.fullName); ok {
+		if t.hasMirror(rec.fullName) {
 			row.Note = "static, has a mirror pod; " + row.Note
 		} else {
 			row.Note = "static; " + row.Note
@@ -229,27 +274,18 @@ func (a *agent) summaryRowLocked(rec *podRecord) summaryRow {
 }
 
 // printSummary prints the summary table.
-func (a *agent) printSummary() {
-	rows := a.summary()
-	a.mu.Lock()
-	dropped := a.departedDropped
-	a.mu.Unlock()
-	a.outMu.Lock()
-	defer a.outMu.Unlock()
-	fmt.Fprintf(a.out, "\nsummary after %.1fs:\n", time.Since(a.start).Seconds())
+func (t *timeline) printSummary() {
+	rows, dropped := t.summary()
+	t.outMu.Lock()
+	defer t.outMu.Unlock()
+	fmt.Fprintf(t.out, "\nsummary after %.1fs:\n", time.Since(t.start).Seconds())
 	if dropped > 0 {
-		fmt.Fprintf(a.out, "(%d earlier pods that left the node are not shown)\n", dropped)
+		fmt.Fprintf(t.out, "(%d earlier pods that left the node are not shown)\n", dropped)
 	}
-	tw := tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(t.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tPHASE\tRESTARTS\tEXIT CODES\tTERMINATION\tNOTE")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Pod, r.Phase, r.Restarts, r.ExitCodes, r.Termination, r.Note)
 	}
 	tw.Flush()
-}
-
-// inStore reports whether config still wants the pod.
-func (a *agent) inStore(uid types.UID) bool {
-	_, ok := a.store.GetPodByUID(uid)
-	return ok
 }
