@@ -194,7 +194,8 @@ func (a *Agent[T]) AddSource(src podconfig.Source) error {
 // (events, statuses) still gets out. A per-pod loop (probes, container
 // hooks, the active deadline, volumes) is built from the agent's Workers
 // (the window, by UID), RequestSync and Recorder, and added here; if it
-// implements PodObserver it is also told of pods by the sync loop.
+// implements PodObserver (a PodLoop does) it is also told of pods by the
+// sync loop.
 //
 // It returns an error, prefixed "lifecycle: ", for a nil runnable, an empty
 // or taken name, or a call after Run started. Call it from any goroutine.

@@ -323,3 +323,26 @@ func TestKillRuntimeOrphans(t *testing.T) {
 	assert.Equal(t, int64(1), lifecycle.OrphanGracePeriodSeconds)
 	assert.Equal(t, epoch, o.StartTime)
 }
+
+// A loop whose type has only Run and a forget method of its own is added
+// as a PodLoop, and hears what the sync loop tells.
+func TestAgentPodLoopAdapters(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		var updated, forgotten []types.UID
+		require.NoError(t, e.agent.Add("deadline", lifecycle.PodLoop{
+			Runnable: lifecycle.RunnableFunc(func(ctx context.Context) error { <-ctx.Done(); return nil }),
+			PodObserver: lifecycle.PodObserverFuncs{
+				PodUpdatedFunc:   func(pod *v1.Pod) { updated = append(updated, pod.UID) },
+				PodForgottenFunc: func(uid types.UID) { forgotten = append(forgotten, uid) },
+			},
+		}))
+		e.start()
+		e.set(mirror.ApiserverSource, apiPod("p", "p", 0))
+		e.set(mirror.ApiserverSource)
+		e.housekeep()
+		assert.Equal(t, []types.UID{"p"}, updated)
+		assert.Equal(t, []types.UID{"p"}, forgotten)
+		assert.NotPanics(t, func() { lifecycle.PodObserverFuncs{}.PodForgotten("x") }, "a nil func does nothing")
+	})
+}

@@ -33,7 +33,7 @@
 //
 //	agent.go         Agent, AgentOptions, NewAgent, AddSource, Add, RequestSync, the accessors
 //	agent_run.go     Agent.Run: start, supervise, stop in order
-//	runnable.go      Runnable, PodObserver: the agent's other loops, per-pod loops among them
+//	runnable.go      Runnable, PodObserver, PodLoop: the agent's other loops, per-pod loops among them
 //	syncloop.go      SyncLoop, SyncLoopOptions, NewSyncLoop, SourcesReady
 //	run.go           SyncLoop.Run: the loop, and the workers' lifetime
 //	dispatch.go      Dispatch and the HandlePod* methods, one skeleton (apply)
@@ -105,7 +105,12 @@
 // when it found something), Recorder (its events); it is added with Add,
 // which starts and stops it with the rest; and if it keeps state by UID it
 // implements PodObserver, which the sync loop tells of the pods it hands the
-// workers and of those the workers forgot.
+// workers and of those the workers forgot (a PodLoop pairs a Runnable with
+// PodObserverFuncs for a loop that has only some of the methods):
+//
+//	probes, _ := probe.New(agent.Workers(), probe.Options{RequestSync: agent.RequestSync, Recorder: agent.Recorder()})
+//	agent.Add("probes", lifecycle.PodLoop{Runnable: probes,
+//		PodObserver: lifecycle.PodObserverFuncs{PodForgottenFunc: probes.RemovePod}})
 //
 // # Lifecycle of a pod through the SyncLoop
 //

@@ -55,6 +55,47 @@ type PodObserver interface {
 	PodForgotten(uid types.UID)
 }
 
+// PodObserverFuncs adapts functions to a PodObserver; a nil func does
+// nothing.
+type PodObserverFuncs struct {
+	PodUpdatedFunc   func(pod *v1.Pod)
+	PodForgottenFunc func(uid types.UID)
+}
+
+// PodUpdated calls PodUpdatedFunc, unless it is nil.
+func (f PodObserverFuncs) PodUpdated(pod *v1.Pod) {
+	if f.PodUpdatedFunc != nil {
+		f.PodUpdatedFunc(pod)
+	}
+}
+
+// PodForgotten calls PodForgottenFunc, unless it is nil.
+func (f PodObserverFuncs) PodForgotten(uid types.UID) {
+	if f.PodForgottenFunc != nil {
+		f.PodForgottenFunc(uid)
+	}
+}
+
+// PodLoop is a per-pod loop as Agent.Add takes one: a Runnable that is
+// also a PodObserver. It lets a loop whose type has only some of the
+// methods (a probe manager with Run and RemovePod, say) be added with what
+// it has:
+//
+//	agent.Add("probes", lifecycle.PodLoop{
+//		Runnable:    probes,
+//		PodObserver: lifecycle.PodObserverFuncs{PodForgottenFunc: probes.RemovePod},
+//	})
+type PodLoop struct {
+	Runnable
+	PodObserver
+}
+
+var (
+	_ PodObserver = PodObserverFuncs{}
+	_ Runnable    = PodLoop{}
+	_ PodObserver = PodLoop{}
+)
+
 // observeLocked tells the observers of pod. l.loop must be held.
 func (l *SyncLoop) observeLocked(pod *v1.Pod) {
 	if len(l.observers) == 0 {
