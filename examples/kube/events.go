@@ -18,8 +18,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/podkit/podkit/lifecycle"
-	"github.com/podkit/podkit/lifecycle/podconfig"
+	"github.com/podkit/podkit/lifecycle/event"
 )
 
 // DefaultEventComponent is the source component of the events an
@@ -64,8 +63,8 @@ type EventRecorderOptions struct {
 // full, or the API server keeps failing, events are dropped. A node agent
 // loses events, never pods, to a broken event sink.
 //
-// It is a lifecycle.Recorder and a podconfig.Recorder: the Recorder of
-// lifecycle.Handler, podconfig.Config and podconfig.ManifestSource. Create
+// It is an event.Recorder: the Recorder of a lifecycle.Agent (its sync
+// loop and config merge) and of podconfig.ManifestSource. Create
 // it with NewEventRecorder and run it with Run (or, if it will not run,
 // release it with Close); events recorded before Run are queued. Safe for
 // concurrent use.
@@ -83,10 +82,7 @@ type EventRecorder struct {
 	shutdown sync.Once
 }
 
-var (
-	_ lifecycle.Recorder = (*EventRecorder)(nil)
-	_ podconfig.Recorder = (*EventRecorder)(nil)
-)
+var _ event.Recorder = (*EventRecorder)(nil)
 
 // NewEventRecorder returns an EventRecorder that sends events through
 // events (usually clientset.CoreV1()) as the source component on host

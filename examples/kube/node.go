@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
-	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/event"
 )
 
 // NodeLeaseNamespace is the namespace of the node heartbeat leases.
@@ -103,7 +103,7 @@ type NodeHeartbeat struct {
 	// Recorder, when set, receives a Normal NodeReady or NodeNotReady event
 	// on the Node each time a beat changes the status of its Ready
 	// condition (or posts the first one), as the kubelet records them.
-	Recorder lifecycle.Recorder
+	Recorder event.Recorder
 }
 
 func (h *NodeHeartbeat) clock() clock.WithTicker {

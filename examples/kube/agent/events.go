@@ -1,18 +1,52 @@
 package agent
 
 import (
+	"sync/atomic"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/event"
 )
+
+// runtimeEvents takes the process runtime's events (its OnEvent): each is
+// recorded as the kubelet's container event, and those that report a
+// change (a process started or ended) ask for a sync of the pod, as the
+// kubelet's PLEG does, through the agent's one way in for runtime events
+// (lifecycle.Agent.RequestSync, which never blocks). The runtime may emit
+// events while it is opened, before the lifecycle is built; those are
+// recorded against the runtime's own view of the pod and sync nothing.
+type runtimeEvents struct {
+	recorder event.Recorder
+	lc       atomic.Pointer[lifecycle.Agent[processruntime.PodStatus]]
+}
+
+// on is the runtime's OnEvent: called from the runtime's goroutines, it
+// never blocks.
+func (e *runtimeEvents) on(ev processruntime.Event) {
+	lc := e.lc.Load()
+	var pods podLookup = noPods{}
+	if lc != nil {
+		pods = lc.Store()
+	}
+	recordRuntimeEvent(e.recorder, pods, ev)
+	if lc != nil && triggersSync(ev) {
+		lc.RequestSync(ev.UID)
+	}
+}
 
 // podLookup finds the desired pod of a UID (the agent's pod store).
 type podLookup interface {
 	GetPodByUID(uid types.UID) (*v1.Pod, bool)
 }
+
+// noPods is the podLookup before the store exists.
+type noPods struct{}
+
+func (noPods) GetPodByUID(types.UID) (*v1.Pod, bool) { return nil, false }
 
 // recordRuntimeEvent records the kubelet's event for a process runtime
 // event, on the container it concerns:
@@ -28,7 +62,7 @@ type podLookup interface {
 // Other events record nothing (the kubelet records no event for an exit;
 // BackOff tells of a crash loop). It is called from the runtime's
 // goroutines (OnEvent) and never blocks: the recorder queues.
-func recordRuntimeEvent(rec lifecycle.Recorder, pods podLookup, ev processruntime.Event) {
+func recordRuntimeEvent(rec event.Recorder, pods podLookup, ev processruntime.Event) {
 	pod, ok := pods.GetPodByUID(ev.UID)
 	if !ok {
 		pod = eventPod(ev)
