@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 )
 
 // Every test here talks to one real kube-apiserver over one real embedded
@@ -131,7 +131,7 @@ func (c *cluster) nodeClient(t *testing.T, node string) *kubernetes.Clientset {
 // returns it.
 func (c *cluster) registerNode(t *testing.T, node string) *v1.Node {
 	t.Helper()
-	n, err := kube.RegisterNode(context.Background(), c.nodeClient(t, node).CoreV1(),
+	n, err := nodestatus.Register(context.Background(), c.nodeClient(t, node).CoreV1(),
 		&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
 	require.NoError(t, err)
 	return n

@@ -16,8 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/apisource"
+	"github.com/podkit/podkit/examples/kube/events"
+	"github.com/podkit/podkit/examples/kube/mirrorpods"
 	"github.com/podkit/podkit/examples/kube/nodemetrics"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
+	"github.com/podkit/podkit/examples/kube/statuswriter"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/lifecycle/admission"
@@ -55,7 +59,7 @@ type Config struct {
 	ResyncInterval time.Duration
 	// StatusResyncInterval is how long after a successful status write
 	// the agent checks the pod's status in the API server again, to put
-	// back one someone else changed (kube.StatusWriterOptions.ResyncInterval).
+	// back one someone else changed (statuswriter.Options.ResyncInterval).
 	// Defaults to one minute; negative disables these checks.
 	StatusResyncInterval time.Duration
 	// HeartbeatInterval is how often the Node's Ready condition and Lease
@@ -105,7 +109,7 @@ type Agent struct {
 	log      logr.Logger
 	rt       *processruntime.Runtime
 	lc       *lifecycle.Agent[processruntime.PodStatus]
-	recorder *kube.EventRecorder
+	recorder *events.Recorder
 
 	// node is the registered Node, set by Run before the sync loop starts
 	// (admission reads its allocatable resources).
@@ -146,10 +150,10 @@ func New(cfg Config) (*Agent, error) {
 func (a *Agent) build() error {
 	cfg, log, core := a.cfg, a.log, a.cfg.Client.CoreV1()
 	var err error
-	if a.recorder, err = kube.NewEventRecorder(core, cfg.NodeName, kube.EventRecorderOptions{Logger: log.WithName("events")}); err != nil {
+	if a.recorder, err = events.New(core, cfg.NodeName, events.Options{Logger: log.WithName("events")}); err != nil {
 		return err
 	}
-	events := &runtimeEvents{recorder: a.recorder}
+	runtimeEvs := &runtimeEvents{recorder: a.recorder}
 	a.rt, err = processruntime.Open(processruntime.Options{
 		StateDir:        cfg.StateDir,
 		BackOff:         cfg.RestartBackOff,
@@ -159,12 +163,12 @@ func (a *Agent) build() error {
 		PodCIDR:         cfg.PodCIDR,
 		BridgeName:      cfg.BridgeName,
 		Logger:          log.WithName("runtime"),
-		OnEvent:         events.on,
+		OnEvent:         runtimeEvs.on,
 	})
 	if err != nil {
 		return err
 	}
-	writer, err := kube.NewStatusWriter(core, kube.StatusWriterOptions{NodeName: cfg.NodeName, ResyncInterval: cfg.StatusResyncInterval, Logger: log.WithName("status")})
+	writer, err := statuswriter.New(core, statuswriter.Options{NodeName: cfg.NodeName, ResyncInterval: cfg.StatusResyncInterval, Logger: log.WithName("status")})
 	if err != nil {
 		return err
 	}
@@ -172,11 +176,11 @@ func (a *Agent) build() error {
 	if err != nil {
 		return err
 	}
-	mirrors, err := mirror.NewClient(kube.NewPodAPI(core), mirror.ClientOptions{NodeName: cfg.NodeName, NodeUID: kube.NodeUID(core, cfg.NodeName), Logger: log.WithName("mirror")})
+	mirrors, err := mirror.NewClient(mirrorpods.NewPodAPI(core), mirror.ClientOptions{NodeName: cfg.NodeName, NodeUID: mirrorpods.NodeUID(core, cfg.NodeName), Logger: log.WithName("mirror")})
 	if err != nil {
 		return err
 	}
-	syncer := kube.WrapSyncer(nodemetrics.WrapSyncer(a.rt, metrics, podRuns(a.rt)), writer, a.derive)
+	syncer := statuswriter.WrapSyncer(nodemetrics.WrapSyncer(a.rt, metrics, podRuns(a.rt)), writer, a.derive)
 	a.lc, err = lifecycle.NewAgent(syncer, lifecycle.AgentOptions[processruntime.PodStatus]{
 		Workers: podworker.Options[processruntime.PodStatus]{Metrics: metrics.Provider(), Status: a.rt, ResyncInterval: cfg.ResyncInterval},
 		SyncLoop: lifecycle.SyncLoopOptions{
@@ -194,11 +198,11 @@ func (a *Agent) build() error {
 	if err != nil {
 		return err
 	}
-	events.lc.Store(a.lc)
+	runtimeEvs.lc.Store(a.lc)
 	if err := observe(metrics, a.lc.Workers(), a.lc.Store(), a.rt); err != nil {
 		return err
 	}
-	apiSource, err := kube.NewAPISource(core, cfg.NodeName, kube.APISourceOptions{Logger: log.WithName("apisource")})
+	apiSource, err := apisource.New(core, cfg.NodeName, apisource.Options{Logger: log.WithName("apisource")})
 	if err != nil {
 		return err
 	}
@@ -215,7 +219,7 @@ func (a *Agent) build() error {
 		adds = append(adds, a.lc.AddSource(manifests))
 	}
 	if cfg.HeartbeatInterval >= 0 {
-		hb := &kube.NodeHeartbeat{Client: cfg.Client, NodeName: cfg.NodeName, Interval: cfg.HeartbeatInterval, Health: a.health, Recorder: a.recorder}
+		hb := &nodestatus.Heartbeat{Client: cfg.Client, NodeName: cfg.NodeName, Interval: cfg.HeartbeatInterval, Health: a.health, Recorder: a.recorder}
 		adds = append(adds, a.lc.Add("node heartbeat", lifecycle.RunnableFunc(hb.Run)))
 	}
 	if cfg.KubeletAPI != nil {
@@ -263,12 +267,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if want == nil {
 		want = NodeObject(a.cfg.NodeName)
 	}
-	node, err := kube.RegisterNode(ctx, a.cfg.Client.CoreV1(), want)
+	node, err := nodestatus.Register(ctx, a.cfg.Client.CoreV1(), want)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.node.Store(node)
-	a.recorder.Eventf(kube.NodeRef(node), v1.EventTypeNormal, kube.ReasonStarting, "%s", kube.MessageStarting)
+	a.recorder.Eventf(events.NodeRef(node), v1.EventTypeNormal, events.ReasonStarting, "%s", events.MessageStarting)
 	a.log.Info("podkit agent running")
 	err = a.lc.Run(ctx)
 	a.log.Info("podkit agent stopped")

@@ -9,7 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/events"
+	"github.com/podkit/podkit/examples/kube/eviction"
 	"github.com/podkit/podkit/lifecycle/admission"
 	"github.com/podkit/podkit/lifecycle/nodeshutdown"
 	"github.com/podkit/podkit/podworker"
@@ -44,7 +45,7 @@ func (a *Agent) health() error {
 // from any goroutine while Run runs.
 func (a *Agent) ShutdownNode(ctx context.Context, budget nodeshutdown.Budget) (nodeshutdown.Report, error) {
 	if !a.shuttingDown.Swap(true) {
-		a.recorder.Eventf(kube.NodeRef(a.nodeObject()), v1.EventTypeNormal, kube.ReasonNodeShutdown, "%s", kube.MessageNodeShutdown)
+		a.recorder.Eventf(events.NodeRef(a.nodeObject()), v1.EventTypeNormal, events.ReasonNodeShutdown, "%s", events.MessageNodeShutdown)
 	}
 	return a.lc.NodeShutdown().Shutdown(ctx, budget)
 }
@@ -62,7 +63,7 @@ func (a *Agent) nodeObject() *v1.Node {
 // manager evicts a pod it chose: it records a Warning Evicted event with
 // message on the pod, and kills the pod as an eviction, with gracePeriod
 // seconds (at most the pod's own; 0 means 1) and the final status of
-// kube.EvictionStatus: phase Failed, reason Evicted, message, and a
+// eviction.Status: phase Failed, reason Evicted, message, and a
 // DisruptionTarget condition (reason TerminationByKubelet), shown from the
 // moment its termination starts. The pod stays in the API server, Failed,
 // as a pod the kubelet evicted does. Which pod to evict, and when, is the
@@ -81,7 +82,7 @@ func (a *Agent) EvictPod(ctx context.Context, uid types.UID, message string, gra
 	if !ok || info.Pod == nil {
 		return fmt.Errorf("agent: EvictPod: the node has no pod %s", uid)
 	}
-	a.recorder.Eventf(info.Pod, v1.EventTypeWarning, kube.ReasonEvicted, "%s", message)
+	a.recorder.Eventf(info.Pod, v1.EventTypeWarning, events.ReasonEvicted, "%s", message)
 	done := make(chan struct{})
 	grace := gracePeriod
 	err := workers.UpdatePod(ctx, podworker.UpdatePodOptions{
@@ -92,7 +93,7 @@ func (a *Agent) EvictPod(ctx context.Context, uid types.UID, message string, gra
 		KillPodOptions: &podworker.KillPodOptions{
 			CompletedCh:                              done,
 			Evict:                                    true,
-			PodStatusFunc:                            kube.EvictionStatus(message, nil),
+			PodStatusFunc:                            eviction.Status(message, nil),
 			PodTerminationGracePeriodSecondsOverride: &grace,
 		},
 	})

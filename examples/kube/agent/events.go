@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/events"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/lifecycle/event"
@@ -73,21 +73,21 @@ func recordRuntimeEvent(rec event.Recorder, pods podLookup, ev processruntime.Ev
 		}
 		return
 	}
-	ref := kube.ContainerRef(pod, ev.Container)
+	ref := events.ContainerRef(pod, ev.Container)
 	switch ev.Type {
 	case processruntime.ContainerStarted:
-		rec.Eventf(ref, v1.EventTypeNormal, kube.ReasonCreated, "%s", kube.MessageCreated)
-		rec.Eventf(ref, v1.EventTypeNormal, kube.ReasonStarted, "%s", kube.MessageStarted)
+		rec.Eventf(ref, v1.EventTypeNormal, events.ReasonCreated, "%s", events.MessageCreated)
+		rec.Eventf(ref, v1.EventTypeNormal, events.ReasonStarted, "%s", events.MessageStarted)
 	case processruntime.ContainerExited:
 		if exit := ev.Exit(); exit != nil && exit.Reason == processruntime.ReasonStartError {
-			rec.Eventf(ref, v1.EventTypeWarning, kube.ReasonFailed, "%s", kube.FailedMessage(exit.Message))
+			rec.Eventf(ref, v1.EventTypeWarning, events.ReasonFailed, "%s", events.FailedMessage(exit.Message))
 		}
 	case processruntime.ContainerKilling:
-		rec.Eventf(ref, v1.EventTypeNormal, kube.ReasonKilling, "%s", kube.KillingMessage(ev.Container))
+		rec.Eventf(ref, v1.EventTypeNormal, events.ReasonKilling, "%s", events.KillingMessage(ev.Container))
 	case processruntime.ContainerBackOff:
-		rec.Eventf(ref, v1.EventTypeWarning, kube.ReasonBackOff, "%s", kube.BackOffMessage(pod, ev.Container))
+		rec.Eventf(ref, v1.EventTypeWarning, events.ReasonBackOff, "%s", events.BackOffMessage(pod, ev.Container))
 	case processruntime.ContainerFailed:
-		rec.Eventf(ref, v1.EventTypeWarning, kube.ReasonFailed, "%s", kube.FailedMessage(ev.Message))
+		rec.Eventf(ref, v1.EventTypeWarning, events.ReasonFailed, "%s", events.FailedMessage(ev.Message))
 	case processruntime.PodWarning:
 		rec.Eventf(ref, v1.EventTypeWarning, ev.Reason, "%s", ev.Message)
 	}

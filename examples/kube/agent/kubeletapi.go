@@ -13,9 +13,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/kube/kubeletserver"
 	"github.com/podkit/podkit/examples/kube/nodemetrics"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/podmanager"
@@ -72,7 +72,7 @@ func newKubeletAPI(cfg *KubeletAPIConfig, nodeName string, client kubernetes.Int
 			return fmt.Errorf("listening for the kubelet API: %w", err)
 		}
 		port := l.Addr().(*net.TCPAddr).Port
-		if err := kube.PublishKubeletEndpoint(ctx, client.CoreV1(), nodeName, cfg.Address, port); err != nil {
+		if err := nodestatus.PublishKubeletEndpoint(ctx, client.CoreV1(), nodeName, cfg.Address, port); err != nil {
 			l.Close()
 			return err
 		}

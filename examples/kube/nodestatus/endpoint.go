@@ -1,4 +1,4 @@
-package kube
+package nodestatus
 
 import (
 	"context"
@@ -28,11 +28,11 @@ import (
 func PublishKubeletEndpoint(ctx context.Context, nodes corev1client.NodesGetter, nodeName string, ip net.IP, port int) error {
 	switch {
 	case nodeName == "":
-		return errors.New("kube: PublishKubeletEndpoint: no node name")
+		return errors.New("nodestatus: PublishKubeletEndpoint: no node name")
 	case ip == nil:
-		return errors.New("kube: PublishKubeletEndpoint: no IP address")
+		return errors.New("nodestatus: PublishKubeletEndpoint: no IP address")
 	case port <= 0 || port > 65535:
-		return fmt.Errorf("kube: PublishKubeletEndpoint: port %d is out of range", port)
+		return fmt.Errorf("nodestatus: PublishKubeletEndpoint: port %d is out of range", port)
 	}
 	// A JSON merge patch replaces the address list as a whole; the
 	// strategic one would merge it by type and keep stale entries.
@@ -49,7 +49,7 @@ func PublishKubeletEndpoint(ctx context.Context, nodes corev1client.NodesGetter,
 		return err
 	}
 	if _, err := nodes.Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-		return fmt.Errorf("kube: publishing the kubelet endpoint of node %q: %w", nodeName, err)
+		return fmt.Errorf("nodestatus: publishing the kubelet endpoint of node %q: %w", nodeName, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package kube
+package statuswriter
 
 import (
 	"context"
@@ -35,15 +35,15 @@ const (
 var (
 	// errNoMirror: a static pod's status cannot be written because its
 	// current mirror pod does not exist (yet).
-	errNoMirror = errors.New("kube: the static pod has no current mirror pod")
+	errNoMirror = errors.New("statuswriter: the static pod has no current mirror pod")
 	// errGone: the pod is no longer in the API server, or another pod
 	// holds its name. Nothing can be written for it any more.
-	errGone = errors.New("kube: the pod is gone from the API server")
+	errGone = errors.New("statuswriter: the pod is gone from the API server")
 	// errUnreadable: reading the pod was forbidden while it exists (or,
-	// without StatusWriterOptions.NodeName, may exist). Under the Node
+	// without Options.NodeName, may exist). Under the Node
 	// authorizer that is a pod whose binding the authorizer has not yet
 	// seen: it learns of bindings a moment after they are stored.
-	errUnreadable = errors.New("kube: the pod cannot be read")
+	errUnreadable = errors.New("statuswriter: the pod cannot be read")
 )
 
 // unreadableAttempts is how many times a writer without a node name tries
@@ -54,7 +54,7 @@ const unreadableAttempts = 5
 
 // syncFromWindow brings the API server's view of uid up to date, as window
 // says the pod stands. attempts counts the failed tries before this one.
-func (w *StatusWriter) syncFromWindow(ctx context.Context, uid types.UID, window PodWindow, attempts int) (outcome, error) {
+func (w *Writer) syncFromWindow(ctx context.Context, uid types.UID, window Workers, attempts int) (outcome, error) {
 	info, ok := window.Pod(uid)
 	rec, hasStatus := w.recorded(uid)
 	if !ok && !hasStatus {
@@ -97,7 +97,7 @@ type syncMode struct {
 // mode says, and deletes the pod when it is finished and carries a
 // deletion timestamp. A pod gone from the API server is forgotten. On
 // error the outcome is keep.
-func (w *StatusWriter) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (outcome, error) {
+func (w *Writer) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (outcome, error) {
 	defer w.podLocks.lock(pod.UID)()
 	ctx, cancel := context.WithTimeout(ctx, w.opts.SyncTimeout)
 	defer cancel()
@@ -145,7 +145,7 @@ func (w *StatusWriter) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (ou
 		// Never reached (a finished pod is given a terminal phase above),
 		// and kept so: the pod must not leave the API server before its
 		// end is stored.
-		return keep, fmt.Errorf("kube: finished pod %s has phase %q in the API server; not deleting it before its terminal status is stored",
+		return keep, fmt.Errorf("statuswriter: finished pod %s has phase %q in the API server; not deleting it before its terminal status is stored",
 			mirror.PodFullName(pod), current.Status.Phase)
 	}
 	grace := int64(0)
@@ -159,7 +159,7 @@ func (w *StatusWriter) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (ou
 		logger.V(4).Info("Removed finished pod from the API server")
 		return forget, nil
 	default:
-		return keep, fmt.Errorf("kube: deleting finished pod %s: %w", mirror.PodFullName(pod), err)
+		return keep, fmt.Errorf("statuswriter: deleting finished pod %s: %w", mirror.PodFullName(pod), err)
 	}
 }
 
@@ -168,7 +168,7 @@ func (w *StatusWriter) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (ou
 // is none any more, errNoMirror for a static pod whose mirror does not
 // exist (yet), errUnreadable when the API server refuses the read of a pod
 // that exists, and the API error otherwise.
-func (w *StatusWriter) read(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
+func (w *Writer) read(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 	current, err := w.pods.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -186,7 +186,7 @@ func (w *StatusWriter) read(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 		}
 		current = nil
 	case err != nil:
-		return nil, fmt.Errorf("kube: reading pod %s: %w", mirror.PodFullName(pod), err)
+		return nil, fmt.Errorf("statuswriter: reading pod %s: %w", mirror.PodFullName(pod), err)
 	}
 	switch {
 	case current != nil && isTargetOf(current, pod):
@@ -210,7 +210,7 @@ func isTargetOf(current, pod *v1.Pod) bool {
 // listBound returns the pod of pod's namespace and name that is bound to
 // the writer's node, or nil when there is none, through the one pod list
 // the Node authorizer allows a node.
-func (w *StatusWriter) listBound(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
+func (w *Writer) listBound(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 	selector := fields.AndSelectors(
 		fields.OneTermEqualSelector("spec.nodeName", w.opts.NodeName),
 		fields.OneTermEqualSelector("metadata.name", pod.Name),
@@ -230,7 +230,7 @@ func (w *StatusWriter) listBound(ctx context.Context, pod *v1.Pod) (*v1.Pod, err
 // patchStatus writes next onto current's status subresource with a
 // strategic merge patch that also carries current's UID, so that the API
 // server refuses it if the object was replaced in between.
-func (w *StatusWriter) patchStatus(ctx context.Context, current *v1.Pod, next v1.PodStatus) error {
+func (w *Writer) patchStatus(ctx context.Context, current *v1.Pod, next v1.PodStatus) error {
 	oldJSON, err := json.Marshal(v1.Pod{Status: current.Status})
 	if err != nil {
 		return err
@@ -242,11 +242,11 @@ func (w *StatusWriter) patchStatus(ctx context.Context, current *v1.Pod, next v1
 	}
 	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, v1.Pod{})
 	if err != nil {
-		return fmt.Errorf("kube: building the status patch of %s: %w", mirror.PodFullName(current), err)
+		return fmt.Errorf("statuswriter: building the status patch of %s: %w", mirror.PodFullName(current), err)
 	}
 	_, err = w.pods.Pods(current.Namespace).Patch(ctx, current.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
-		return fmt.Errorf("kube: patching the status of %s: %w", mirror.PodFullName(current), err)
+		return fmt.Errorf("statuswriter: patching the status of %s: %w", mirror.PodFullName(current), err)
 	}
 	return nil
 }

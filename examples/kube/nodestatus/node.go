@@ -1,4 +1,4 @@
-package kube
+package nodestatus
 
 import (
 	"context"
@@ -11,17 +11,17 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/podkit/podkit/examples/kube/events"
 	"github.com/podkit/podkit/lifecycle/event"
 )
 
-// NodeLeaseNamespace is the namespace of the node heartbeat leases.
-const NodeLeaseNamespace = "kube-node-lease"
+// LeaseNamespace is the namespace of the node heartbeat leases.
+const LeaseNamespace = "kube-node-lease"
 
 // The reasons of the Node's Ready condition, the kubelet's: dashboards and
 // alerts built for kubelet nodes match on them.
@@ -30,23 +30,7 @@ const (
 	nodeNotReadyReason = "KubeletNotReady"
 )
 
-// NodeUID returns the node-UID lookup mirror.ClientOptions.NodeUID needs:
-// each call reads the Node nodeName from the API server and returns its
-// UID. It reads on every call (mirror pods are created rarely) so a Node
-// that is deleted and registered again is never named by a stale UID. A missing Node is an
-// error wrapping the API's NotFound. The function is safe for concurrent use
-// and honours ctx.
-func NodeUID(nodes corev1client.NodesGetter, nodeName string) func(context.Context) (types.UID, error) {
-	return func(ctx context.Context) (types.UID, error) {
-		node, err := nodes.Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return "", err
-		}
-		return node.UID, nil
-	}
-}
-
-// RegisterNode makes sure the Node node exists and returns the stored
+// Register makes sure the Node node exists and returns the stored
 // object. It creates node; when a Node of that name already exists (the
 // agent restarted, or the node was registered by hand) it reuses that one as
 // it is, and returns it. node is not modified.
@@ -54,32 +38,32 @@ func NodeUID(nodes corev1client.NodesGetter, nodeName string) func(context.Conte
 // A node identity (system:node:<name> under the NodeRestriction admission
 // plugin) may only register the Node of its own name; other errors come from
 // the API server unchanged.
-func RegisterNode(ctx context.Context, nodes corev1client.NodesGetter, node *v1.Node) (*v1.Node, error) {
+func Register(ctx context.Context, nodes corev1client.NodesGetter, node *v1.Node) (*v1.Node, error) {
 	if node == nil || node.Name == "" {
-		return nil, errors.New("kube: RegisterNode: the node has no name")
+		return nil, errors.New("nodestatus: Register: the node has no name")
 	}
 	created, err := nodes.Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err == nil {
 		return created, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("kube: registering node %q: %w", node.Name, err)
+		return nil, fmt.Errorf("nodestatus: registering node %q: %w", node.Name, err)
 	}
 	existing, err := nodes.Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("kube: node %q exists but reading it failed: %w", node.Name, err)
+		return nil, fmt.Errorf("nodestatus: node %q exists but reading it failed: %w", node.Name, err)
 	}
 	return existing, nil
 }
 
-// NodeHeartbeat tells the control plane the node is alive, as a kubelet
+// Heartbeat tells the control plane the node is alive, as a kubelet
 // does: it sets the Node's Ready condition and renews the node's Lease in
-// NodeLeaseNamespace. Without it a real cluster's node lifecycle controller
+// LeaseNamespace. Without it a real cluster's node lifecycle controller
 // marks the node unreachable and evicts its pods.
 //
 // The zero value is not usable: set Client and NodeName. It is safe to call
 // Beat from one goroutine at a time; Run does so.
-type NodeHeartbeat struct {
+type Heartbeat struct {
 	// Client is the clientset to write through (required). A node identity
 	// may write its own Node's status and Lease.
 	Client kubernetes.Interface
@@ -106,7 +90,7 @@ type NodeHeartbeat struct {
 	Recorder event.Recorder
 }
 
-func (h *NodeHeartbeat) clock() clock.WithTicker {
+func (h *Heartbeat) clock() clock.WithTicker {
 	if h.Clock == nil {
 		return clock.RealClock{}
 	}
@@ -116,9 +100,9 @@ func (h *NodeHeartbeat) clock() clock.WithTicker {
 // Run beats at once and then every Interval until ctx ends, and returns
 // nil then. A failed beat is retried at the next tick; Run returns an error
 // only when it is misconfigured.
-func (h *NodeHeartbeat) Run(ctx context.Context) error {
+func (h *Heartbeat) Run(ctx context.Context) error {
 	if h.Client == nil || h.NodeName == "" {
-		return errors.New("kube: NodeHeartbeat needs Client and NodeName")
+		return errors.New("nodestatus: Heartbeat needs Client and NodeName")
 	}
 	interval := h.Interval
 	if interval <= 0 {
@@ -140,17 +124,17 @@ func (h *NodeHeartbeat) Run(ctx context.Context) error {
 // beat's time) onto the Node's status and creates or renews its Lease. It
 // returns the first error; the Lease is renewed even when the status patch
 // fails.
-func (h *NodeHeartbeat) Beat(ctx context.Context) error {
+func (h *Heartbeat) Beat(ctx context.Context) error {
 	now := metav1.NewTime(h.clock().Now())
 	statusErr := h.patchReady(ctx, now)
 	leaseErr := h.renewLease(ctx, now)
 	return errors.Join(statusErr, leaseErr)
 }
 
-func (h *NodeHeartbeat) patchReady(ctx context.Context, now metav1.Time) error {
+func (h *Heartbeat) patchReady(ctx context.Context, now metav1.Time) error {
 	node, err := h.Client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("kube: heartbeat of node %q: %w", h.NodeName, err)
+		return fmt.Errorf("nodestatus: heartbeat of node %q: %w", h.NodeName, err)
 	}
 	ready := v1.NodeCondition{
 		Type:              v1.NodeReady,
@@ -180,30 +164,30 @@ func (h *NodeHeartbeat) patchReady(ctx context.Context, now metav1.Time) error {
 		return err
 	}
 	if _, err := h.Client.CoreV1().Nodes().PatchStatus(ctx, h.NodeName, patch); err != nil {
-		return fmt.Errorf("kube: heartbeat of node %q: patching its status: %w", h.NodeName, err)
+		return fmt.Errorf("nodestatus: heartbeat of node %q: patching its status: %w", h.NodeName, err)
 	}
 	if changed && h.Recorder != nil {
-		reason := ReasonNodeReady
+		reason := events.ReasonNodeReady
 		if ready.Status != v1.ConditionTrue {
-			reason = ReasonNodeNotReady
+			reason = events.ReasonNodeNotReady
 		}
-		h.Recorder.Eventf(NodeRef(node), v1.EventTypeNormal, reason, "%s", NodeStatusMessage(h.NodeName, reason))
+		h.Recorder.Eventf(events.NodeRef(node), v1.EventTypeNormal, reason, "%s", events.NodeStatusMessage(h.NodeName, reason))
 	}
 	return nil
 }
 
-func (h *NodeHeartbeat) renewLease(ctx context.Context, now metav1.Time) error {
+func (h *Heartbeat) renewLease(ctx context.Context, now metav1.Time) error {
 	duration := h.LeaseDuration
 	if duration <= 0 {
 		duration = 40 * time.Second
 	}
-	leases := h.Client.CoordinationV1().Leases(NodeLeaseNamespace)
+	leases := h.Client.CoordinationV1().Leases(LeaseNamespace)
 	renew := metav1.NewMicroTime(now.Time)
 	lease, err := leases.Get(ctx, h.NodeName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: h.NodeName, Namespace: NodeLeaseNamespace},
+			ObjectMeta: metav1.ObjectMeta{Name: h.NodeName, Namespace: LeaseNamespace},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptr.To(h.NodeName),
 				LeaseDurationSeconds: ptr.To(int32(duration / time.Second)),
@@ -217,17 +201,17 @@ func (h *NodeHeartbeat) renewLease(ctx context.Context, now metav1.Time) error {
 		}
 		_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
 		if err != nil {
-			return fmt.Errorf("kube: creating the lease of node %q: %w", h.NodeName, err)
+			return fmt.Errorf("nodestatus: creating the lease of node %q: %w", h.NodeName, err)
 		}
 		return nil
 	case err != nil:
-		return fmt.Errorf("kube: reading the lease of node %q: %w", h.NodeName, err)
+		return fmt.Errorf("nodestatus: reading the lease of node %q: %w", h.NodeName, err)
 	}
 	lease.Spec.RenewTime = &renew
 	lease.Spec.HolderIdentity = ptr.To(h.NodeName)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(duration / time.Second))
 	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("kube: renewing the lease of node %q: %w", h.NodeName, err)
+		return fmt.Errorf("nodestatus: renewing the lease of node %q: %w", h.NodeName, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package kube
+package apisource
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 	"github.com/podkit/podkit/mirror"
 )
 
-// APISourceOptions configure an APISource. The zero value is valid.
-type APISourceOptions struct {
+// Options configure an Source. The zero value is valid.
+type Options struct {
 	// Source is the name the snapshots are sent under. Defaults to
 	// mirror.ApiserverSource ("api"); only that name makes the pods API
 	// pods for the rest of podkit.
@@ -31,7 +31,7 @@ type APISourceOptions struct {
 	Logger logr.Logger
 }
 
-// APISource is the config source of the pods the API server binds to one
+// Source is the config source of the pods the API server binds to one
 // node: every pod whose spec.nodeName is the node, mirror pods included. It
 // lists and watches them through a client-go informer with a
 // spec.nodeName field selector — the only pod list a node identity may make
@@ -46,30 +46,30 @@ type APISourceOptions struct {
 // delivered coalesce into the next one, which always reflects the newest
 // state.
 //
-// Create it with NewAPISource and run it with Run.
-type APISource struct {
+// Create it with New and run it with Run.
+type Source struct {
 	pods     corev1client.PodsGetter
 	nodeName string
-	opts     APISourceOptions
+	opts     Options
 }
 
-// NewAPISource returns an APISource for the pods bound to nodeName, read
+// New returns an Source for the pods bound to nodeName, read
 // through pods (usually clientset.CoreV1()). It starts nothing: call Run.
-func NewAPISource(pods corev1client.PodsGetter, nodeName string, opts APISourceOptions) (*APISource, error) {
+func New(pods corev1client.PodsGetter, nodeName string, opts Options) (*Source, error) {
 	if pods == nil {
-		return nil, errors.New("kube: NewAPISource needs a pods client")
+		return nil, errors.New("apisource: New needs a pods client")
 	}
 	if nodeName == "" {
-		return nil, errors.New("kube: NewAPISource needs a node name")
+		return nil, errors.New("apisource: New needs a node name")
 	}
 	if opts.Source == "" {
 		opts.Source = mirror.ApiserverSource
 	}
-	return &APISource{pods: pods, nodeName: nodeName, opts: opts}, nil
+	return &Source{pods: pods, nodeName: nodeName, opts: opts}, nil
 }
 
 // Source returns the source name the snapshots are sent under.
-func (s *APISource) Source() string { return s.opts.Source }
+func (s *Source) Source() string { return s.opts.Source }
 
 // ListerWatcher returns the list+watch of the pods bound to nodeName, with
 // the spec.nodeName field selector, over pods (usually
@@ -95,9 +95,9 @@ func ListerWatcher(pods corev1client.PodsGetter, nodeName string) *cache.ListWat
 // another reason than ctx ending, or for a nil sink. Call it from a
 // goroutine of its own; the informer runs on goroutines that end before
 // Run returns.
-func (s *APISource) Run(ctx context.Context, sink podconfig.PodSink) error {
+func (s *Source) Run(ctx context.Context, sink podconfig.PodSink) error {
 	if sink == nil {
-		return errors.New("kube: APISource.Run needs a PodSink, got nil")
+		return errors.New("apisource: Source.Run needs a PodSink, got nil")
 	}
 	changed := make(chan struct{}, 1)
 	poke := func() {
@@ -135,7 +135,7 @@ func (s *APISource) Run(ctx context.Context, sink podconfig.PodSink) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("kube: API source of node %q: %w", s.nodeName, err)
+			return fmt.Errorf("apisource: API source of node %q: %w", s.nodeName, err)
 		}
 		select {
 		case <-ctx.Done():

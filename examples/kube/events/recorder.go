@@ -1,4 +1,4 @@
-package kube
+package events
 
 import (
 	"context"
@@ -21,16 +21,16 @@ import (
 	"github.com/podkit/podkit/lifecycle/event"
 )
 
-// DefaultEventComponent is the source component of the events an
-// EventRecorder records unless told otherwise: the kubelet's, so that
+// DefaultComponent is the source component of the events an
+// Recorder records unless told otherwise: the kubelet's, so that
 // filters written for kubelet nodes (source=kubelet) see a podkit node's
 // events too.
-const DefaultEventComponent = "kubelet"
+const DefaultComponent = "kubelet"
 
-// EventRecorderOptions configure an EventRecorder. The zero value is valid.
-type EventRecorderOptions struct {
+// Options configure an Recorder. The zero value is valid.
+type Options struct {
 	// Component is the events' source component. Defaults to
-	// DefaultEventComponent.
+	// DefaultComponent.
 	Component string
 	// Correlator sets how events are aggregated (similar events within ten
 	// minutes become one, with a count) and rate-limited (a burst of 25
@@ -52,10 +52,10 @@ type EventRecorderOptions struct {
 	Logger logr.Logger
 }
 
-// EventRecorder records Kubernetes events about pods and a node the way
+// Recorder records Kubernetes events about pods and a node the way
 // the kubelet does: through client-go's event broadcaster, which queues
 // them without blocking, aggregates similar ones and rate-limits each
-// object's (EventRecorderOptions.Correlator), and sends them, under the
+// object's (Options.Correlator), and sends them, under the
 // client's identity, to the core/v1 events API. A node identity may create
 // and patch events (the Node authorizer's rules allow it).
 //
@@ -65,12 +65,12 @@ type EventRecorderOptions struct {
 //
 // It is an event.Recorder: the Recorder of a lifecycle.Agent (its sync
 // loop and config merge) and of podconfig.ManifestSource. Create
-// it with NewEventRecorder and run it with Run (or, if it will not run,
+// it with New and run it with Run (or, if it will not run,
 // release it with Close); events recorded before Run are queued. Safe for
 // concurrent use.
-type EventRecorder struct {
+type Recorder struct {
 	events corev1client.EventsGetter
-	opts   EventRecorderOptions
+	opts   Options
 
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorderLogger
@@ -82,27 +82,27 @@ type EventRecorder struct {
 	shutdown sync.Once
 }
 
-var _ event.Recorder = (*EventRecorder)(nil)
+var _ event.Recorder = (*Recorder)(nil)
 
-// NewEventRecorder returns an EventRecorder that sends events through
+// New returns an Recorder that sends events through
 // events (usually clientset.CoreV1()) as the source component on host
 // nodeName. It starts the broadcaster's queue; call Run to send what it
 // holds and to release it, or Close to release it unsent. An error says
 // which argument or option is invalid.
-func NewEventRecorder(events corev1client.EventsGetter, nodeName string, opts EventRecorderOptions) (*EventRecorder, error) {
+func New(events corev1client.EventsGetter, nodeName string, opts Options) (*Recorder, error) {
 	switch {
 	case events == nil:
-		return nil, errors.New("kube: NewEventRecorder needs an events client")
+		return nil, errors.New("events: New needs an events client")
 	case nodeName == "":
-		return nil, errors.New("kube: NewEventRecorder needs a node name")
+		return nil, errors.New("events: New needs a node name")
 	case opts.SinkAttempts < 0 || opts.SinkRetryDelay < 0 || opts.SinkTimeout < 0:
-		return nil, errors.New("kube: EventRecorderOptions: negative SinkAttempts, SinkRetryDelay or SinkTimeout")
+		return nil, errors.New("events: Options: negative SinkAttempts, SinkRetryDelay or SinkTimeout")
 	}
 	if opts.SinkTimeout == 0 {
 		opts.SinkTimeout = 30 * time.Second
 	}
 	if opts.Component == "" {
-		opts.Component = DefaultEventComponent
+		opts.Component = DefaultComponent
 	}
 	if opts.SinkAttempts == 0 {
 		opts.SinkAttempts = 12
@@ -118,14 +118,14 @@ func NewEventRecorder(events corev1client.EventsGetter, nodeName string, opts Ev
 	})
 	if !ok {
 		b.Shutdown()
-		return nil, errors.New("kube: client-go's event broadcaster cannot be watched")
+		return nil, errors.New("events: client-go's event broadcaster cannot be watched")
 	}
 	w, err := watchable.Watch()
 	if err != nil {
 		b.Shutdown()
-		return nil, fmt.Errorf("kube: starting the event broadcaster: %w", err)
+		return nil, fmt.Errorf("events: starting the event broadcaster: %w", err)
 	}
-	return &EventRecorder{
+	return &Recorder{
 		events:      events,
 		opts:        opts,
 		broadcaster: b,
@@ -139,7 +139,7 @@ func NewEventRecorder(events corev1client.EventsGetter, nodeName string, opts Ev
 // client-go scheme. eventType is v1.EventTypeNormal or
 // v1.EventTypeWarning; reason is a short UpperCamelCase word. It never
 // blocks. After Run has returned the event is dropped.
-func (r *EventRecorder) Eventf(object runtime.Object, eventType, reason, messageFmt string, args ...any) {
+func (r *Recorder) Eventf(object runtime.Object, eventType, reason, messageFmt string, args ...any) {
 	r.recorder.Eventf(object, eventType, reason, messageFmt, args...)
 }
 
@@ -153,11 +153,11 @@ func (r *EventRecorder) Eventf(object runtime.Object, eventType, reason, message
 // An event the API server refuses is dropped; one it cannot take (no
 // connection, a timeout) is tried again SinkAttempts times, SinkRetryDelay
 // apart, while later events wait in the queue (dropped once it is full).
-func (r *EventRecorder) Run(ctx context.Context) error {
+func (r *Recorder) Run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.ran {
 		r.mu.Unlock()
-		return errors.New("kube: EventRecorder.Run called twice")
+		return errors.New("events: Recorder.Run called twice")
 	}
 	r.ran = true
 	r.mu.Unlock()
@@ -183,7 +183,7 @@ func (r *EventRecorder) Run(ctx context.Context) error {
 // dropped, and a Run that was never called can no longer be. An agent that
 // fails before it runs the recorder calls it to release the broadcaster's
 // goroutine. It is idempotent, and safe to call during and after Run.
-func (r *EventRecorder) Close() {
+func (r *Recorder) Close() {
 	r.shutdown.Do(func() {
 		r.watcher.Stop()
 		r.broadcaster.Shutdown()
@@ -192,7 +192,7 @@ func (r *EventRecorder) Close() {
 
 // send correlates ev and writes it to the API server, trying again while
 // the failure is one that may pass.
-func (r *EventRecorder) send(ctx context.Context, correlator *record.EventCorrelator, ev *v1.Event) {
+func (r *Recorder) send(ctx context.Context, correlator *record.EventCorrelator, ev *v1.Event) {
 	ev = ev.DeepCopy()
 	result, err := correlator.EventCorrelate(ev)
 	if err != nil {
@@ -238,7 +238,7 @@ func isTransient(err error) bool {
 
 // write creates ev, or patches the event it aggregates when patch is set
 // (creating it if that one is gone).
-func (r *EventRecorder) write(ctx context.Context, ev *v1.Event, patch []byte) (*v1.Event, error) {
+func (r *Recorder) write(ctx context.Context, ev *v1.Event, patch []byte) (*v1.Event, error) {
 	events := r.events.Events(ev.Namespace)
 	if ev.Count > 1 && len(patch) > 0 {
 		stored, err := events.Patch(ctx, ev.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})

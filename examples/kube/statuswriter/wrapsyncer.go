@@ -1,4 +1,4 @@
-package kube
+package statuswriter
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // authorizer does not know yet is bound here, a conflict, a timeout) or its
 // absence. The caller retries (WrapSyncer fails the hook, which the pod
 // workers retry with backoff).
-func (w *StatusWriter) WriteTerminated(ctx context.Context, pod *v1.Pod) error {
+func (w *Writer) WriteTerminated(ctx context.Context, pod *v1.Pod) error {
 	if pod == nil || pod.UID == "" {
 		return nil
 	}
@@ -61,7 +61,7 @@ func (w *StatusWriter) WriteTerminated(ctx context.Context, pod *v1.Pod) error {
 // hook left, before the next hook of the same pod can run. It uses the
 // hook's ctx without its cancellation, so a hook cancelled by a shortened
 // grace period still reports what it did.
-func WrapSyncer[T any](s podworker.PodSyncer[T], w *StatusWriter, status PodStatusFunc) podworker.PodSyncer[T] {
+func WrapSyncer[T any](s podworker.PodSyncer[T], w *Writer, status PodStatusFunc) podworker.PodSyncer[T] {
 	record := func(ctx context.Context, pod *v1.Pod, podStatusFn func(*v1.PodStatus)) {
 		if pod == nil {
 			return

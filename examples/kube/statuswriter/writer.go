@@ -1,4 +1,4 @@
-package kube
+package statuswriter
 
 import (
 	"context"
@@ -23,9 +23,11 @@ import (
 // not modify pod. An error means "no status now"; the previous one stays.
 type PodStatusFunc func(ctx context.Context, pod *v1.Pod) (v1.PodStatus, error)
 
-// PodWindow is what a StatusWriter asks the pod workers. A
-// *podworker.PodWorkers[T] satisfies it.
-type PodWindow interface {
+// Workers is what a Writer asks the pod workers: two questions of their
+// window, a snapshot, and their transitions. A *podworker.PodWorkers[T]
+// satisfies it. (It was kube.PodWindow, a name lifecycle uses for another
+// interface.)
+type Workers interface {
 	// Pod returns a snapshot of the worker of uid.
 	Pod(uid types.UID) (podworker.PodInfo, bool)
 	// CouldHaveRunningContainers reports whether the pod may still run
@@ -38,10 +40,10 @@ type PodWindow interface {
 	Subscribe(ch chan<- podworker.Transition) *podworker.Subscription
 }
 
-var _ PodWindow = (*podworker.PodWorkers[struct{}])(nil)
+var _ Workers = (*podworker.PodWorkers[struct{}])(nil)
 
-// StatusWriterOptions configure a StatusWriter. The zero value is valid.
-type StatusWriterOptions struct {
+// Options configure a Writer. The zero value is valid.
+type Options struct {
 	// NodeName is the node the writer's client acts for. Under the Node
 	// authorizer a node may not read a pod it is not (yet) known to run:
 	// a pod just bound to it, until the authorizer has seen the binding,
@@ -73,7 +75,7 @@ type StatusWriterOptions struct {
 	Clock clock.WithTicker
 }
 
-// StatusWriter is a plain status manager for an agent connected to an API
+// Writer is a plain status manager for an agent connected to an API
 // server. It keeps the status subresource of each pod the agent runs in
 // step with what the runtime says, and completes deletions:
 //
@@ -83,7 +85,7 @@ type StatusWriterOptions struct {
 //     goes to its mirror pod, and only to a mirror of that very pod
 //     (mirror.IsMirrorPodOf).
 //   - A terminal phase (Succeeded, Failed) is withheld, the stored phase
-//     kept, while PodWindow.CouldHaveRunningContainers is true: the API
+//     kept, while Workers.CouldHaveRunningContainers is true: the API
 //     server must not say a pod is done while a process of it may run. It
 //     is written once the worker reports the pod terminated (a withheld
 //     phase is also checked again with backoff, for pods the workers never
@@ -94,7 +96,7 @@ type StatusWriterOptions struct {
 //     status manager gives it when a pod terminates: Failed unless the
 //     recorded status says otherwise.
 //   - Once a pod that has a deletion timestamp is finished
-//     (PodWindow.ShouldPodBeFinished) and its terminal phase is stored, it
+//     (Workers.ShouldPodBeFinished) and its terminal phase is stored, it
 //     is deleted with grace period 0 and a UID precondition: the step that
 //     lets a graceful deletion complete in the cluster. Static pods and
 //     mirror pods are never deleted here.
@@ -109,11 +111,11 @@ type StatusWriterOptions struct {
 // is tried again with per-pod backoff until it lands or the pod is gone
 // from the API server (deleted, or replaced by another of the same name).
 //
-// Create it with NewStatusWriter and run it with Run. All methods are safe
+// Create it with New and run it with Run. All methods are safe
 // for concurrent use.
-type StatusWriter struct {
+type Writer struct {
 	pods corev1client.PodsGetter
-	opts StatusWriterOptions
+	opts Options
 
 	// podLocks serializes the API writes for one pod (of the worker and of
 	// WrapSyncer's SyncTerminatedPod), so two writes never race for it,
@@ -138,18 +140,18 @@ type recordedStatus struct {
 	status v1.PodStatus
 }
 
-// NewStatusWriter returns a StatusWriter that writes through pods (usually
+// New returns a Writer that writes through pods (usually
 // clientset.CoreV1()). It starts nothing: call Run. An error says which
 // argument or option is invalid.
-func NewStatusWriter(pods corev1client.PodsGetter, opts StatusWriterOptions) (*StatusWriter, error) {
+func New(pods corev1client.PodsGetter, opts Options) (*Writer, error) {
 	if pods == nil {
-		return nil, errors.New("kube: NewStatusWriter needs a pods client")
+		return nil, errors.New("statuswriter: New needs a pods client")
 	}
 	if opts.ResyncInterval == 0 {
 		opts.ResyncInterval = time.Minute
 	}
 	if opts.BackOff < 0 || opts.MaxBackOff < 0 || opts.SyncTimeout < 0 {
-		return nil, errors.New("kube: StatusWriterOptions: negative backoff or timeout")
+		return nil, errors.New("statuswriter: Options: negative backoff or timeout")
 	}
 	if opts.SyncTimeout == 0 {
 		opts.SyncTimeout = 30 * time.Second
@@ -161,12 +163,12 @@ func NewStatusWriter(pods corev1client.PodsGetter, opts StatusWriterOptions) (*S
 		opts.MaxBackOff = max(10*time.Second, opts.BackOff)
 	}
 	if opts.MaxBackOff < opts.BackOff {
-		return nil, errors.New("kube: StatusWriterOptions: MaxBackOff below BackOff")
+		return nil, errors.New("statuswriter: Options: MaxBackOff below BackOff")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &StatusWriter{
+	return &Writer{
 		pods:     pods,
 		opts:     opts,
 		statuses: make(map[types.UID]recordedStatus),
@@ -178,7 +180,7 @@ func NewStatusWriter(pods corev1client.PodsGetter, opts StatusWriterOptions) (*S
 // SetPodStatus records status as the current status of pod and schedules a
 // write. The writer keeps both (do not modify them afterwards). It never
 // blocks; a write for a pod whose status did not change costs one read.
-func (w *StatusWriter) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
+func (w *Writer) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 	if pod == nil || pod.UID == "" {
 		return
 	}
@@ -189,7 +191,7 @@ func (w *StatusWriter) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 }
 
 // recorded returns the status recorded for uid, if any.
-func (w *StatusWriter) recorded(uid types.UID) (recordedStatus, bool) {
+func (w *Writer) recorded(uid types.UID) (recordedStatus, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	rec, ok := w.statuses[uid]
@@ -199,7 +201,7 @@ func (w *StatusWriter) recorded(uid types.UID) (recordedStatus, bool) {
 // Enqueue schedules a check of the pod uid: its recorded status is written
 // if it changed and, if it is deleted and finished, it is removed from the
 // API server. It never blocks. After Run has returned it does nothing.
-func (w *StatusWriter) Enqueue(uid types.UID) {
+func (w *Writer) Enqueue(uid types.UID) {
 	if uid == "" {
 		return
 	}
@@ -214,7 +216,7 @@ func (w *StatusWriter) Enqueue(uid types.UID) {
 }
 
 // enqueueRecorded schedules a check of every pod with a recorded status.
-func (w *StatusWriter) enqueueRecorded() {
+func (w *Writer) enqueueRecorded() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.queue == nil {
@@ -234,16 +236,16 @@ const droppedCheckInterval = time.Second
 //
 // window is where the writer learns how far each pod is (normally the
 // agent's *podworker.PodWorkers). It is given here rather than to
-// NewStatusWriter because the pod workers are built over WrapSyncer, which
+// New because the pod workers are built over WrapSyncer, which
 // needs the writer first. Call Run from a goroutine of its own.
 //
 // Each stage change of a worker schedules a check of its pod. Should the
 // workers drop changes (a burst larger than the writer's buffer), every
 // pod with a recorded status is checked again, so a finished pod is never
 // left waiting for its resync.
-func (w *StatusWriter) Run(ctx context.Context, window PodWindow) error {
+func (w *Writer) Run(ctx context.Context, window Workers) error {
 	if window == nil {
-		return errors.New("kube: StatusWriter.Run needs a pod window")
+		return errors.New("statuswriter: Writer.Run needs a pod window")
 	}
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](w.opts.BackOff, w.opts.MaxBackOff),
@@ -253,7 +255,7 @@ func (w *StatusWriter) Run(ctx context.Context, window PodWindow) error {
 	if w.ran {
 		w.mu.Unlock()
 		queue.ShutDown()
-		return errors.New("kube: StatusWriter.Run called twice")
+		return errors.New("statuswriter: Writer.Run called twice")
 	}
 	w.ran = true
 	w.queue = queue
@@ -303,7 +305,7 @@ func (w *StatusWriter) Run(ctx context.Context, window PodWindow) error {
 	return nil
 }
 
-func (w *StatusWriter) processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[types.UID], window PodWindow) bool {
+func (w *Writer) processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[types.UID], window Workers) bool {
 	uid, shutdown := queue.Get()
 	if shutdown {
 		return false

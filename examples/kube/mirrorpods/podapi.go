@@ -1,10 +1,11 @@
-package kube
+package mirrorpods
 
 import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/podkit/podkit/mirror"
@@ -42,4 +43,20 @@ func (a *PodAPI) Get(ctx context.Context, namespace, name string, opts metav1.Ge
 // opts.Preconditions (a mismatch is a Conflict) and opts.GracePeriodSeconds.
 func (a *PodAPI) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
 	return a.pods.Pods(namespace).Delete(ctx, name, opts)
+}
+
+// NodeUID returns the node-UID lookup mirror.ClientOptions.NodeUID needs:
+// each call reads the Node nodeName from the API server and returns its
+// UID. It reads on every call (mirror pods are created rarely) so a Node
+// that is deleted and registered again is never named by a stale UID. A
+// missing Node is an error wrapping the API's NotFound. The function is
+// safe for concurrent use and honours ctx.
+func NodeUID(nodes corev1client.NodesGetter, nodeName string) func(context.Context) (types.UID, error) {
+	return func(ctx context.Context) (types.UID, error) {
+		node, err := nodes.Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return node.UID, nil
+	}
 }
