@@ -212,37 +212,19 @@ func (a *criAgent) run(ctx context.Context) error {
 // transitionPrinter prints each pod worker transition as a line of the
 // console. As a lifecycle.Runnable it prints until the agent stops, and
 // then the transitions still queued.
-type transitionPrinter struct {
-	c   *console
-	ch  chan podworker.Transition
-	sub *podworker.Subscription
-}
+type transitionPrinter struct{ q *transitionQueue }
 
 // newTransitionPrinter subscribes to the workers' transitions, so none is
 // missed before Run reads them.
-func newTransitionPrinter[T any](c *console, workers *podworker.PodWorkers[T]) *transitionPrinter {
-	p := &transitionPrinter{c: c, ch: make(chan podworker.Transition, 1024)}
-	p.sub = workers.Subscribe(p.ch)
-	return p
+func newTransitionPrinter[T any](c *console, workers *podworker.PodWorkers[T]) transitionPrinter {
+	return transitionPrinter{q: newTransitionQueue(workers, 1024, func(tr podworker.Transition) {
+		c.lineAt(tr.Time, tr.FullName, tr.From.String()+" → "+tr.To.String())
+	})}
 }
 
-func (p *transitionPrinter) Run(ctx context.Context) error {
-	defer p.sub.Close()
-	for {
-		select {
-		case tr := <-p.ch:
-			p.c.lineAt(tr.Time, tr.FullName, tr.From.String()+" → "+tr.To.String())
-		case <-ctx.Done():
-			for {
-				select {
-				case tr := <-p.ch:
-					p.c.lineAt(tr.Time, tr.FullName, tr.From.String()+" → "+tr.To.String())
-				default:
-					return nil
-				}
-			}
-		}
-	}
+func (p transitionPrinter) Run(ctx context.Context) error {
+	p.q.drain(ctx)
+	return nil
 }
 
 // onStatus records the status the syncer derived for a pod and prints its

@@ -31,35 +31,58 @@ type timeline struct {
 	shuttingDown func() bool
 	hasMirror    func(fullName string) bool
 
-	transitions chan podworker.Transition
-	sub         *podworker.Subscription
+	transitions *transitionQueue
 }
 
 // newTimeline subscribes to the workers' transitions, so none is missed
 // before Run starts reading them.
 func newTimeline(c *console, records *podRecords, workers *podworker.PodWorkers[processruntime.PodStatus]) *timeline {
-	t := &timeline{console: c, records: records, workers: workers, transitions: make(chan podworker.Transition, 4096)}
-	t.sub = workers.Subscribe(t.transitions)
+	t := &timeline{console: c, records: records, workers: workers}
+	t.transitions = newTransitionQueue(workers, 4096, t.onTransition)
 	return t
 }
 
 // Run prints transitions until ctx ends, then those still queued.
 func (t *timeline) Run(ctx context.Context) error {
-	defer t.sub.Close()
+	t.transitions.drain(ctx)
+	if dropped := t.transitions.sub.Dropped(); dropped > 0 {
+		t.say("warning: %d transitions were not printed (the output fell behind)", dropped)
+	}
+	return nil
+}
+
+// transitionQueue hands the pod workers' transitions to a function, in
+// order, on the goroutine of drain. Both runtimes' agents print theirs
+// through one.
+type transitionQueue struct {
+	ch  chan podworker.Transition
+	sub *podworker.Subscription
+	on  func(podworker.Transition)
+}
+
+// newTransitionQueue subscribes to workers' transitions with a buffer of
+// size, so none is missed before drain reads them.
+func newTransitionQueue[T any](workers *podworker.PodWorkers[T], size int, on func(podworker.Transition)) *transitionQueue {
+	q := &transitionQueue{ch: make(chan podworker.Transition, size), on: on}
+	q.sub = workers.Subscribe(q.ch)
+	return q
+}
+
+// drain hands over transitions until ctx ends, then those still queued,
+// and ends the subscription.
+func (q *transitionQueue) drain(ctx context.Context) {
+	defer q.sub.Close()
 	for {
 		select {
-		case tr := <-t.transitions:
-			t.onTransition(tr)
+		case tr := <-q.ch:
+			q.on(tr)
 		case <-ctx.Done():
 			for {
 				select {
-				case tr := <-t.transitions:
-					t.onTransition(tr)
+				case tr := <-q.ch:
+					q.on(tr)
 				default:
-					if dropped := t.sub.Dropped(); dropped > 0 {
-						t.say("warning: %d transitions were not printed (the output fell behind)", dropped)
-					}
-					return nil
+					return
 				}
 			}
 		}
