@@ -55,7 +55,9 @@
 //
 // # Concurrency
 //
-// All types are safe for concurrent use. Constructors start nothing; each
-// Run blocks until its context ends and returns only after the goroutines it
-// started have returned.
+// All types are safe for concurrent use. Constructors start nothing but
+// what they say (events.New starts the broadcaster's queue; agent.New
+// opens the process runtime, which watches the processes it adopts, until
+// Run or Close releases it); each Run blocks until its context ends and
+// returns only after the goroutines it started have returned.
 package kube
