@@ -11,9 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/podkit/podkit/examples/kube/nodestatus"
 	"github.com/podkit/podkit/examples/kube/clustertest"
 	"github.com/podkit/podkit/examples/kube/kubeletserver"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 )
 
 // websocketFeature is what a node declares (status.declaredFeatures) for
