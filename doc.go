@@ -12,10 +12,13 @@
 //   - podmanager: the desired pods, with static/mirror pod translation.
 //   - mirror: static and mirror pod rules, and the client that keeps mirror
 //     pods in the API server.
-//   - lifecycle: the sync loop (the config dispatcher HandlePod*,
-//     housekeeping, node shutdown); lifecycle/podconfig: config sources and
-//     the merge of their snapshots; lifecycle/admission: whether a new pod
-//     may run.
+//   - lifecycle: the agent assembly (NewAgent builds the pod workers, the
+//     desired pods, the config merge and the sync loop from options; Run
+//     runs and stops them with the agent's sources and loops) and the sync
+//     loop (the config dispatcher HandlePod*, housekeeping);
+//     lifecycle/podconfig: config sources and the merge of their
+//     snapshots; lifecycle/admission: whether a new pod may run;
+//     lifecycle/nodeshutdown: the node's graceful shutdown.
 //   - examples/: a runnable node agent, a CRI syncer, API-server and
 //     virtual-kubelet integrations.
 //

@@ -13,11 +13,11 @@ import (
 // them). Mirror pods are never among them. Admission compares a new pod
 // against them. Safe to call from any goroutine; the slice is the caller's
 // and the pods are shared (do not modify them).
-func (h *Handler) GetActivePods() []*v1.Pod {
-	pods := h.store.GetPods()
+func (l *SyncLoop) GetActivePods() []*v1.Pod {
+	pods := l.store.GetPods()
 	out := make([]*v1.Pod, 0, len(pods))
 	for _, p := range pods {
-		if !h.isInactive(p) {
+		if !l.isInactive(p) {
 			out = append(out, p)
 		}
 	}
@@ -25,9 +25,9 @@ func (h *Handler) GetActivePods() []*v1.Pod {
 }
 
 // isInactive is the opposite of GetActivePods' rule for one desired pod.
-func (h *Handler) isInactive(p *v1.Pod) bool {
-	if h.rejected.has(p.UID) || h.workers.IsPodKnownTerminated(p.UID) {
+func (l *SyncLoop) isInactive(p *v1.Pod) bool {
+	if l.rejected.has(p.UID) || l.workers.IsPodKnownTerminated(p.UID) {
 		return true
 	}
-	return podstatus.IsTerminal(p.Status.Phase) && !h.workers.IsPodTerminationRequested(p.UID)
+	return podstatus.IsTerminal(p.Status.Phase) && !l.workers.IsPodTerminationRequested(p.UID)
 }

@@ -10,26 +10,30 @@ import (
 	"github.com/podkit/podkit/mirror"
 )
 
-// admitPod runs admission for pod against the other active pods: no pod is
-// admitted once ShutdownNode was called; otherwise Options.AdmitHandlers
-// decide, in order.
-func (h *Handler) admitPod(ctx context.Context, pod *v1.Pod) admission.Result {
-	if h.shuttingDown.Load() {
-		return admission.Result{Reason: ReasonNodeShutdown, Message: "Pod was rejected as the node is shutting down."}
-	}
-	active := h.GetActivePods()
+// admit runs admission for pod against the other active pods
+// (SyncLoopOptions.AdmitHandlers, in order) and reports whether it may run.
+// An admitted pod's earlier rejection, if any, is forgotten; a rejected one
+// is remembered and reported (reject).
+func (l *SyncLoop) admit(ctx context.Context, pod *v1.Pod) bool {
+	active := l.GetActivePods()
 	others := slices.DeleteFunc(active, func(p *v1.Pod) bool { return p.UID == pod.UID })
-	return h.admitters.Admit(ctx, &admission.Attributes{Pod: pod, OtherPods: others, Operation: admission.AddOperation})
+	r := l.admitters.Admit(ctx, &admission.Attributes{Pod: pod, OtherPods: others, Operation: admission.AddOperation})
+	if !r.Admit {
+		l.reject(ctx, pod, r)
+		return false
+	}
+	l.rejected.forget(pod.UID)
+	return true
 }
 
 // reject remembers that admission rejected pod, and tells the log, the
-// Recorder and Options.OnReject, in that order.
-func (h *Handler) reject(ctx context.Context, pod *v1.Pod, r admission.Result) {
-	h.rejected.add(pod.UID)
-	h.log.V(4).Info("Pod was rejected by admission", "pod", mirror.PodFullName(pod), "podUID", pod.UID, "reason", r.Reason, "message", r.Message)
-	h.recorder.Eventf(pod, v1.EventTypeWarning, r.Reason, "%s", r.Message)
-	if h.onReject != nil {
-		h.onReject(ctx, pod, v1.PodStatus{
+// Recorder and SyncLoopOptions.OnReject, in that order.
+func (l *SyncLoop) reject(ctx context.Context, pod *v1.Pod, r admission.Result) {
+	l.rejected.add(pod.UID)
+	l.log.V(4).Info("Pod was rejected by admission", "pod", mirror.PodFullName(pod), "podUID", pod.UID, "reason", r.Reason, "message", r.Message)
+	l.recorder.Eventf(pod, v1.EventTypeWarning, r.Reason, "%s", r.Message)
+	if l.onReject != nil {
+		l.onReject(ctx, pod, v1.PodStatus{
 			Phase:    v1.PodFailed,
 			Reason:   r.Reason,
 			Message:  "Pod was rejected: " + r.Message,

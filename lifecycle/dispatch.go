@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -15,70 +14,77 @@ import (
 	"github.com/podkit/podkit/podworker"
 )
 
-// Dispatch hands one config update to the matching Handle* method: OpAdd
-// to HandlePodAdditions, OpUpdate and OpDelete to HandlePodUpdates (a
-// graceful deletion is an update carrying the deletion grace period),
-// OpRemove to HandlePodRemoves, OpReconcile to HandlePodReconcile. Before
-// that it stamps every pod with the kubernetes.io/config.source annotation
-// naming u.Source (copying the pod when it said otherwise: a pod from the
-// API server carrying "file" is still an API pod, never a static one), and
-// drops, by the rule for unusable pods below, nil pods and pods without a
-// UID and, except from an OpRemove (of which only the UIDs are read),
-// mirror pods from a source other than the API server and pods repeating
-// the full name or UID of an earlier pod of the update. It then counts
+// Dispatch hands one config update to the matching handler: OpAdd to
+// HandlePodAdditions, OpUpdate and OpDelete to HandlePodUpdates (a graceful
+// deletion is an update carrying the deletion grace period), OpRemove to
+// HandlePodRemoves, OpReconcile to HandlePodReconcile. It then counts
 // u.Source as seen (SourcesReady).
+//
+// The pods of an update a podconfig.Config made (u.FromConfig) already
+// passed the rules for source pods when it merged them, and go to the
+// handler as they are. Any other update's pods go through the same rules
+// here, once: each is stamped with the kubernetes.io/config.source
+// annotation naming u.Source (copying the pod when it said otherwise: a pod
+// from the API server carrying "file" is still an API pod, never a static
+// one), and, by the rule for unusable pods below, nil pods and pods without
+// a UID are dropped, and, except from an OpRemove (of which only the UIDs
+// are read), mirror pods from a source other than the API server and pods
+// repeating the full name or UID of an earlier pod of the update.
 //
 // Run calls it for each update it receives; an agent with its own loop may
 // call it directly, from any goroutine (calls are serialized). It returns
 // an error, and does nothing, for an empty source or an unknown operation.
 // Problems with single pods are logged and recorded, not returned.
-func (h *Handler) Dispatch(ctx context.Context, u podconfig.PodUpdate) error {
+func (l *SyncLoop) Dispatch(ctx context.Context, u podconfig.PodUpdate) error {
 	if u.Source == "" {
 		return fmt.Errorf("lifecycle: a %s update of %d pods has no source", u.Op, len(u.Pods))
 	}
 	if !u.Op.Valid() {
 		return fmt.Errorf("lifecycle: update from source %q has unknown operation %d", u.Source, int(u.Op))
 	}
-	drop := h.dropper("source", u.Source, "op", u.Op.String())
-	var pods []*v1.Pod
-	if u.Op == podconfig.OpRemove {
-		// Only the UIDs of removed pods matter.
-		pods = sourcepods.Identified(u.Pods, drop)
-	} else {
-		pods = sourcepods.Valid(u.Source, u.Pods, drop)
+	pods := u.Pods
+	if !u.FromConfig() {
+		drop := l.dropper("source", u.Source, "op", u.Op.String())
+		if u.Op == podconfig.OpRemove {
+			// Only the UIDs of removed pods matter.
+			pods = sourcepods.Identified(pods, drop)
+		} else {
+			pods = sourcepods.Valid(u.Source, pods, drop)
+		}
+		for i, p := range pods {
+			pods[i] = sourcepods.Stamp(p, u.Source)
+		}
 	}
-	for i, p := range pods {
-		pods[i] = sourcepods.Stamp(p, u.Source)
-	}
-	h.log.V(2).Info("SyncLoop", "op", u.Op.String(), "source", u.Source, "pods", len(pods))
+	l.log.V(2).Info("SyncLoop", "op", u.Op.String(), "source", u.Source, "pods", len(pods))
 	switch u.Op {
 	case podconfig.OpAdd:
-		h.HandlePodAdditions(ctx, pods)
+		l.apply(ctx, pods, l.additions())
 	case podconfig.OpUpdate, podconfig.OpDelete:
-		h.HandlePodUpdates(ctx, pods)
+		l.apply(ctx, pods, l.updates())
 	case podconfig.OpRemove:
-		h.HandlePodRemoves(ctx, pods)
+		l.apply(ctx, pods, l.removals())
 	case podconfig.OpReconcile:
-		h.HandlePodReconcile(ctx, pods)
+		l.apply(ctx, pods, l.reconciles())
 	}
-	h.mu.Lock()
-	h.seen[u.Source] = struct{}{}
-	h.mu.Unlock()
+	l.mu.Lock()
+	l.seen[u.Source] = struct{}{}
+	l.mu.Unlock()
 	return nil
 }
 
 // The HandlePod* methods share one skeleton, apply; each says only how it
 // records a pod in the store and what the pod's worker gets.
 //
-// Threading and ownership, for all five: call them from any goroutine; they
+// Threading and ownership, for all four: call them from any goroutine; they
 // are serialized with each other, Dispatch and Housekeeping. The pods are
 // handed over (see podconfig.PodUpdate); the slice is neither kept nor
 // modified. The caller stamps the config source annotation (Dispatch does).
 //
-// Unusable pods, for all five and Dispatch alike: a nil pod and a pod
-// without a UID are dropped, each logged as an error (level 0) and, unless
-// it is nil, recorded as a podconfig.ReasonFailedValidation Warning event;
-// the other pods of the call are handled.
+// Unusable pods, for all four and Dispatch alike (and podconfig.Config,
+// for the pods it drops): a nil pod and a pod without a UID are dropped,
+// each logged as an error (level 0) and, unless it is nil, recorded as a
+// podconfig.ReasonFailedValidation Warning event; the other pods of the
+// call are handled. Each path applies the rule once.
 
 // HandlePodAdditions handles pods new to config, oldest first (by creation
 // timestamp). Each pod is recorded in the store. A mirror pod then makes its
@@ -87,22 +93,9 @@ func (h *Handler) Dispatch(ctx context.Context, u podconfig.PodUpdate) error {
 // or it is in a terminal phase) and handed to its worker with a
 // SyncPodCreate. A rejected pod stays in the store but never reaches the
 // workers: the rejection is logged, recorded as a Warning event on the pod,
-// and passed to Options.OnReject.
-func (h *Handler) HandlePodAdditions(ctx context.Context, pods []*v1.Pod) {
-	h.apply(ctx, pods, podChange{what: "addition", oldestFirst: true, record: h.store.AddPod,
-		decide: func(ctx context.Context, t target) (podworker.UpdateType, bool) {
-			if t.viaMirror {
-				return h.mirrorChanged(t)
-			}
-			if !h.workers.IsPodTerminationRequested(t.pod.UID) && !podstatus.IsTerminal(t.pod.Status.Phase) {
-				if r := h.admitPod(ctx, t.pod); !r.Admit {
-					h.reject(ctx, t.pod, r)
-					return 0, false
-				}
-				h.rejected.forget(t.pod.UID)
-			}
-			return podworker.SyncPodCreate, true
-		}})
+// and passed to SyncLoopOptions.OnReject.
+func (l *SyncLoop) HandlePodAdditions(ctx context.Context, pods []*v1.Pod) {
+	l.apply(ctx, l.identified(pods, "HandlePodAdditions"), l.additions())
 }
 
 // HandlePodUpdates handles pods whose desired state changed, including
@@ -110,17 +103,8 @@ func (h *Handler) HandlePodAdditions(ctx context.Context, pods []*v1.Pod) {
 // SyncPodUpdate with the pod and its mirror pod (a mirror pod's update goes
 // to its static pod; one without a static pod is skipped). Pods admission
 // rejected are recorded but not sent.
-func (h *Handler) HandlePodUpdates(ctx context.Context, pods []*v1.Pod) {
-	h.apply(ctx, pods, podChange{what: "update", record: h.store.UpdatePod,
-		decide: func(_ context.Context, t target) (podworker.UpdateType, bool) {
-			if t.viaMirror {
-				return h.mirrorChanged(t)
-			}
-			if h.isRejected(t) {
-				return 0, false
-			}
-			return podworker.SyncPodUpdate, true
-		}})
+func (l *SyncLoop) HandlePodUpdates(ctx context.Context, pods []*v1.Pod) {
+	l.apply(ctx, l.identified(pods, "HandlePodUpdates"), l.updates())
 }
 
 // HandlePodRemoves handles pods config no longer has: each is removed from
@@ -130,22 +114,8 @@ func (h *Handler) HandlePodUpdates(ctx context.Context, pods []*v1.Pod) {
 // sources are ready (SourcesReady); before that, housekeeping kills it
 // later as an orphan. Pods admission rejected are only forgotten. Only the
 // pods' UIDs are read.
-func (h *Handler) HandlePodRemoves(ctx context.Context, pods []*v1.Pod) {
-	h.apply(ctx, pods, podChange{what: "removal", record: h.store.RemovePod,
-		decide: func(_ context.Context, t target) (podworker.UpdateType, bool) {
-			if t.viaMirror {
-				return h.mirrorChanged(t)
-			}
-			if h.rejected.forget(t.pod.UID) {
-				return 0, false
-			}
-			if !h.SourcesReady() {
-				h.log.V(4).Info("Not killing removed pod: the config sources are not all ready; housekeeping will", "pod", mirror.PodFullName(t.pod), "podUID", t.pod.UID)
-				return 0, false
-			}
-			h.log.V(4).Info("Pod was removed from config and must be killed", "pod", mirror.PodFullName(t.pod), "podUID", t.pod.UID)
-			return podworker.SyncPodKill, true
-		}})
+func (l *SyncLoop) HandlePodRemoves(ctx context.Context, pods []*v1.Pod) {
+	l.apply(ctx, l.identified(pods, "HandlePodRemoves"), l.removals())
 }
 
 // HandlePodReconcile handles pods of which only the status changed: each is
@@ -153,32 +123,72 @@ func (h *Handler) HandlePodRemoves(ctx context.Context, pods []*v1.Pod) {
 // readiness gates and its Ready condition disagrees with what its
 // containers and gates say (the agent's status writer must correct it). A
 // mirror pod stands for its static pod.
-func (h *Handler) HandlePodReconcile(ctx context.Context, pods []*v1.Pod) {
-	h.apply(ctx, pods, podChange{what: "reconcile", record: h.store.UpdatePod,
-		decide: func(_ context.Context, t target) (podworker.UpdateType, bool) {
-			if h.isRejected(t) || !readinessNeedsReconcile(t.pod) {
-				return 0, false
-			}
-			return podworker.SyncPodSync, true
-		}})
+func (l *SyncLoop) HandlePodReconcile(ctx context.Context, pods []*v1.Pod) {
+	l.apply(ctx, l.identified(pods, "HandlePodReconcile"), l.reconciles())
 }
 
-// HandlePodSyncs asks the workers to sync pods again (a SyncPodSync), for
-// instance after a runtime event. Mirror pods are skipped (sync the static
-// pod instead), as are pods admission rejected. The store is not written;
-// the pod's mirror pod is looked up in it.
-func (h *Handler) HandlePodSyncs(ctx context.Context, pods []*v1.Pod) {
-	h.apply(ctx, pods, podChange{what: "sync",
-		decide: func(_ context.Context, t target) (podworker.UpdateType, bool) {
+// identified applies the rule for unusable pods to the pods handed to the
+// HandlePod* method named call, the one check of that path.
+func (l *SyncLoop) identified(pods []*v1.Pod, call string) []*v1.Pod {
+	return sourcepods.Identified(pods, l.dropper("call", call))
+}
+
+// additions is what HandlePodAdditions does with each pod.
+func (l *SyncLoop) additions() podChange {
+	return podChange{what: "addition", oldestFirst: true, store: storeSet,
+		decide: func(ctx context.Context, t target) (podworker.UpdateType, bool) {
 			if t.viaMirror {
-				h.log.V(4).Info("HandlePodSyncs was given a mirror pod; sync its static pod instead", "mirrorPod", mirror.PodFullName(t.mirrorPod))
+				return l.mirrorChanged(t)
+			}
+			if !l.workers.IsPodTerminationRequested(t.pod.UID) && !podstatus.IsTerminal(t.pod.Status.Phase) && !l.admit(ctx, t.pod) {
 				return 0, false
 			}
-			if h.isRejected(t) {
+			return podworker.SyncPodCreate, true
+		}}
+}
+
+// updates is what HandlePodUpdates does with each pod.
+func (l *SyncLoop) updates() podChange {
+	return podChange{what: "update", store: storeSet,
+		decide: func(_ context.Context, t target) (podworker.UpdateType, bool) {
+			if t.viaMirror {
+				return l.mirrorChanged(t)
+			}
+			if l.isRejected(t) {
+				return 0, false
+			}
+			return podworker.SyncPodUpdate, true
+		}}
+}
+
+// removals is what HandlePodRemoves does with each pod.
+func (l *SyncLoop) removals() podChange {
+	return podChange{what: "removal", store: storeRemove,
+		decide: func(_ context.Context, t target) (podworker.UpdateType, bool) {
+			if t.viaMirror {
+				return l.mirrorChanged(t)
+			}
+			if l.rejected.forget(t.pod.UID) {
+				return 0, false
+			}
+			if !l.SourcesReady() {
+				l.log.V(4).Info("Not killing removed pod: the config sources are not all ready; housekeeping will", "pod", mirror.PodFullName(t.pod), "podUID", t.pod.UID)
+				return 0, false
+			}
+			l.log.V(4).Info("Pod was removed from config and must be killed", "pod", mirror.PodFullName(t.pod), "podUID", t.pod.UID)
+			return podworker.SyncPodKill, true
+		}}
+}
+
+// reconciles is what HandlePodReconcile does with each pod.
+func (l *SyncLoop) reconciles() podChange {
+	return podChange{what: "reconcile", store: storeSet,
+		decide: func(_ context.Context, t target) (podworker.UpdateType, bool) {
+			if l.isRejected(t) || !readinessNeedsReconcile(t.pod) {
 				return 0, false
 			}
 			return podworker.SyncPodSync, true
-		}})
+		}}
 }
 
 // podChange is what one HandlePod* method does with each of its pods.
@@ -187,13 +197,23 @@ type podChange struct {
 	what string
 	// oldestFirst handles the pods by creation timestamp, oldest first.
 	oldestFirst bool
-	// record writes the pod to the store before it is resolved; nil
-	// leaves the store alone.
-	record func(*v1.Pod)
+	// store says how the pod is written to the store before it is
+	// resolved.
+	store storeWrite
 	// decide says which update, if any, the pod's worker gets. It runs
 	// under the loop lock and may log, admit and reject.
 	decide func(ctx context.Context, t target) (podworker.UpdateType, bool)
 }
+
+// storeWrite is what a podChange does to the store.
+type storeWrite int
+
+const (
+	// storeSet records the pod (PodStoreWriter.SetPod).
+	storeSet storeWrite = iota
+	// storeRemove forgets the pod (PodStoreWriter.RemovePod).
+	storeRemove
+)
 
 // target is one pod of a HandlePod* call, resolved through the store to the
 // pod a worker runs.
@@ -210,27 +230,31 @@ type target struct {
 }
 
 // apply is the skeleton of the HandlePod* methods: under the loop lock it
-// drops the pods that cannot be used, records each other one with
-// c.record, resolves it to its target (skipping a mirror pod whose static
-// pod is unknown), and sends the target's worker the update c.decide picks,
-// all stamped with one start time. A kill carries no mirror pod.
-func (h *Handler) apply(ctx context.Context, pods []*v1.Pod, c podChange) {
-	h.loop.Lock()
-	defer h.loop.Unlock()
-	start := h.clock.Now()
-	pods = sourcepods.Identified(pods, h.dropper("call", "HandlePod* ("+c.what+")"))
+// writes each pod (already checked by its caller) to the store as c.store
+// says, resolves it to its target (skipping a mirror pod whose static pod
+// is unknown), and sends the target's worker the update c.decide picks,
+// all stamped with one start time. A kill carries no mirror pod. The
+// PodObservers hear of each pod a worker was given, unless it was a kill.
+func (l *SyncLoop) apply(ctx context.Context, pods []*v1.Pod, c podChange) {
+	l.loop.Lock()
+	defer l.loop.Unlock()
+	start := l.clock.Now()
 	if c.oldestFirst {
+		pods = slices.Clone(pods)
 		slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
 			return a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time)
 		})
 	}
 	for _, given := range pods {
-		if c.record != nil {
-			c.record(given)
+		switch c.store {
+		case storeSet:
+			l.store.SetPod(given)
+		case storeRemove:
+			l.store.RemovePod(given)
 		}
-		pod, mirrorPod, viaMirror := h.store.GetPodAndMirrorPod(given)
+		pod, mirrorPod, viaMirror := l.store.GetPodAndMirrorPod(given)
 		if pod == nil {
-			h.log.V(4).Info("Mirror pod has no static pod; skipping its "+c.what, "mirrorPod", mirror.PodFullName(mirrorPod), "mirrorPodUID", mirrorPod.UID)
+			l.log.V(4).Info("Mirror pod has no static pod; skipping its "+c.what, "mirrorPod", mirror.PodFullName(mirrorPod), "mirrorPodUID", mirrorPod.UID)
 			continue
 		}
 		t := target{pod: pod, mirrorPod: mirrorPod, viaMirror: viaMirror}
@@ -241,15 +265,17 @@ func (h *Handler) apply(ctx context.Context, pods []*v1.Pod, c podChange) {
 		if updateType == podworker.SyncPodKill {
 			t.mirrorPod = nil
 		}
-		h.update(ctx, updateType, t.pod, t.mirrorPod, start)
+		if l.send(ctx, podworker.UpdatePodOptions{UpdateType: updateType, Pod: t.pod, MirrorPod: t.mirrorPod, StartTime: start}) && updateType != podworker.SyncPodKill {
+			l.observeLocked(t.pod)
+		}
 	}
 }
 
 // mirrorChanged is the rule for a mirror pod added, updated or removed: it
 // is an update of its static pod (the worker sees the new mirror, or its
 // absence), unless admission rejected that pod.
-func (h *Handler) mirrorChanged(t target) (podworker.UpdateType, bool) {
-	if h.isRejected(t) {
+func (l *SyncLoop) mirrorChanged(t target) (podworker.UpdateType, bool) {
+	if l.isRejected(t) {
 		return 0, false
 	}
 	return podworker.SyncPodUpdate, true
@@ -257,22 +283,16 @@ func (h *Handler) mirrorChanged(t target) (podworker.UpdateType, bool) {
 
 // isRejected reports, and logs at V(4), that admission rejected the
 // target's pod, so its changes are not sent.
-func (h *Handler) isRejected(t target) bool {
-	if !h.rejected.has(t.pod.UID) {
+func (l *SyncLoop) isRejected(t target) bool {
+	if !l.rejected.has(t.pod.UID) {
 		return false
 	}
-	h.log.V(4).Info("Pod was rejected by admission; not syncing it", "pod", mirror.PodFullName(t.pod), "podUID", t.pod.UID)
+	l.log.V(4).Info("Pod was rejected by admission; not syncing it", "pod", mirror.PodFullName(t.pod), "podUID", t.pod.UID)
 	return true
 }
 
-// dropper returns the Handler's rule for an unusable pod (see the
-// HandlePod* methods): an error log line carrying keysAndValues, and a
-// podconfig.ReasonFailedValidation Warning event for a pod that is not nil.
-func (h *Handler) dropper(keysAndValues ...any) sourcepods.Drop {
-	return func(i int, pod *v1.Pod, reason string) {
-		h.log.Error(errors.New("lifecycle: "+reason), "Ignoring an unusable pod", append([]any{"index", i}, keysAndValues...)...)
-		if pod != nil {
-			h.recorder.Eventf(pod, v1.EventTypeWarning, podconfig.ReasonFailedValidation, "%s", reason)
-		}
-	}
+// dropper returns the rule for an unusable pod (see the HandlePod*
+// methods), reporting keysAndValues with each.
+func (l *SyncLoop) dropper(keysAndValues ...any) sourcepods.Drop {
+	return sourcepods.Reporter(l.log, l.recorder, keysAndValues...)
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
@@ -44,25 +45,31 @@ func (l *logLines) errors() []string {
 // HandlePod* methods only logged it, and Dispatch dropped a removal's
 // unusable pods without a word. One rule now holds for every entry point:
 // each unusable pod is logged as an error and, unless it is nil, recorded
-// as a FailedValidation Warning event; the other pods are handled.
+// as a FailedValidation Warning event; the other pods are handled. Issue
+// 19: the Config logged the same drop at Info, and a pod from a source went
+// through the rules three times (Config, Dispatch, the HandlePod* skeleton),
+// so it was reported up to three times: now each path reports it once.
 func TestUnusablePodsOneRuleForEveryEntryPoint(t *testing.T) {
-	entryPoints := map[string]func(h *lifecycle.Handler, e *env, pods []*v1.Pod){}
+	entryPoints := map[string]func(h *lifecycle.SyncLoop, e *env, pods []*v1.Pod){}
 	for _, op := range []podconfig.PodOperation{podconfig.OpAdd, podconfig.OpUpdate, podconfig.OpDelete, podconfig.OpRemove, podconfig.OpReconcile} {
-		entryPoints["Dispatch "+op.String()] = func(h *lifecycle.Handler, e *env, pods []*v1.Pod) {
+		entryPoints["Dispatch "+op.String()] = func(h *lifecycle.SyncLoop, e *env, pods []*v1.Pod) {
 			require.NoError(t, h.Dispatch(e.ctx, podconfig.PodUpdate{Op: op, Source: mirror.ApiserverSource, Pods: pods}))
 		}
 	}
-	entryPoints["HandlePodAdditions"] = func(h *lifecycle.Handler, e *env, pods []*v1.Pod) { h.HandlePodAdditions(e.ctx, pods) }
-	entryPoints["HandlePodUpdates"] = func(h *lifecycle.Handler, e *env, pods []*v1.Pod) { h.HandlePodUpdates(e.ctx, pods) }
-	entryPoints["HandlePodRemoves"] = func(h *lifecycle.Handler, e *env, pods []*v1.Pod) { h.HandlePodRemoves(e.ctx, pods) }
-	entryPoints["HandlePodReconcile"] = func(h *lifecycle.Handler, e *env, pods []*v1.Pod) { h.HandlePodReconcile(e.ctx, pods) }
-	entryPoints["HandlePodSyncs"] = func(h *lifecycle.Handler, e *env, pods []*v1.Pod) { h.HandlePodSyncs(e.ctx, pods) }
+	entryPoints["HandlePodAdditions"] = func(h *lifecycle.SyncLoop, e *env, pods []*v1.Pod) { h.HandlePodAdditions(e.ctx, pods) }
+	entryPoints["HandlePodUpdates"] = func(h *lifecycle.SyncLoop, e *env, pods []*v1.Pod) { h.HandlePodUpdates(e.ctx, pods) }
+	entryPoints["HandlePodRemoves"] = func(h *lifecycle.SyncLoop, e *env, pods []*v1.Pod) { h.HandlePodRemoves(e.ctx, pods) }
+	entryPoints["HandlePodReconcile"] = func(h *lifecycle.SyncLoop, e *env, pods []*v1.Pod) { h.HandlePodReconcile(e.ctx, pods) }
+	entryPoints["Config.SetPods"] = func(_ *lifecycle.SyncLoop, e *env, pods []*v1.Pod) {
+		require.NoError(t, e.cfg.SetPods(e.ctx, mirror.ApiserverSource, pods))
+		synctest.Wait()
+	}
 
 	for name, call := range entryPoints {
 		t.Run(name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				logs := &logLines{}
-				e := newEnv(t, func(o *lifecycle.Options) { o.Logger = funcr.New(logs.add, funcr.Options{}) })
+				e := newAgentEnv(t, func(o *lifecycle.AgentOptions[struct{}]) { o.Logger = funcr.New(logs.add, funcr.Options{}) })
 				e.start()
 				call(e.h, e, []*v1.Pod{nil, apiPod("", "nouid", 0)})
 

@@ -96,20 +96,23 @@ func (r *runtimePods) ListRuntimePods(context.Context) ([]podworker.RuntimePod, 
 	return slices.Clone(r.pods), r.err
 }
 
-// env is a whole agent made of the real parts: Config, Handler, podmanager,
-// the podworker engine, a FakeSyncer and a FakeClient for mirror pods. Make
-// it inside a synctest bubble; time moves only when the test steps clock.
+// env is a whole agent assembled by lifecycle.NewAgent (Config, SyncLoop,
+// podmanager, the podworker engine, node shutdown) over a FakeSyncer, with
+// a FakeClient for mirror pods. The test plays the sources through cfg.
+// Make it inside a synctest bubble; time moves only when the test steps
+// clock.
 type env struct {
 	t       *testing.T
 	ctx     context.Context
 	clock   *testingclock.FakeClock
 	syncer  *podworkertest.FakeSyncer[struct{}]
+	agent   *lifecycle.Agent[struct{}]
 	workers *podworker.PodWorkers[struct{}]
 	store   *podmanager.Manager
 	mirrors *mirrortest.FakeClient
 	runtime *runtimePods
 	cfg     *podconfig.Config
-	h       *lifecycle.Handler
+	h       *lifecycle.SyncLoop
 	events  *events
 
 	mu       sync.Mutex
@@ -121,7 +124,17 @@ type env struct {
 
 const housekeepingInterval = 2 * time.Second
 
-func newEnv(t *testing.T, configure func(*lifecycle.Options)) *env {
+func newEnv(t *testing.T, configure func(*lifecycle.SyncLoopOptions)) *env {
+	t.Helper()
+	return newAgentEnv(t, func(o *lifecycle.AgentOptions[struct{}]) {
+		if configure != nil {
+			configure(&o.SyncLoop)
+		}
+	})
+}
+
+// newAgentEnv is newEnv with the whole AgentOptions to configure.
+func newAgentEnv(t *testing.T, configure func(*lifecycle.AgentOptions[struct{}])) *env {
 	t.Helper()
 	e := &env{
 		t:       t,
@@ -133,38 +146,39 @@ func newEnv(t *testing.T, configure func(*lifecycle.Options)) *env {
 		events:  &events{},
 	}
 	e.syncer.Clock = e.clock
-	var err error
-	e.workers, err = podworker.New[struct{}](e.syncer, podworker.Options[struct{}]{Clock: e.clock})
-	require.NoError(t, err)
-	e.cfg, err = podconfig.New(podconfig.Options{Recorder: e.events, Clock: e.clock})
-	require.NoError(t, err)
-	opts := lifecycle.Options{
+	opts := lifecycle.SyncLoopOptions{
 		MirrorClient:         e.mirrors,
 		RuntimePods:          e.runtime,
 		HousekeepingInterval: housekeepingInterval,
-		Recorder:             e.events,
-		Clock:                e.clock,
 		OnReject: func(_ context.Context, pod *v1.Pod, status v1.PodStatus) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			e.rejected = append(e.rejected, rejection{UID: pod.UID, Status: status})
 		},
 	}
-	if configure != nil {
-		configure(&opts)
+	agentOpts := lifecycle.AgentOptions[struct{}]{
+		SyncLoop: opts,
+		Recorder: e.events,
+		Clock:    e.clock,
 	}
-	e.h, err = lifecycle.NewHandler(e.workers, e.store, opts)
+	if configure != nil {
+		configure(&agentOpts)
+	}
+	var err error
+	e.agent, err = lifecycle.NewAgent[struct{}](e.syncer, agentOpts)
 	require.NoError(t, err)
+	e.workers, e.store, e.cfg, e.h = e.agent.Workers(), e.agent.Store(), e.agent.Config(), e.agent.SyncLoop()
 	e.ctx = t.Context()
 	return e
 }
 
-// start runs the Handler (and through it the workers) until the test ends.
+// start runs the agent (and through it the sync loop and the workers)
+// until the test ends.
 func (e *env) start() {
 	ctx, cancel := context.WithCancel(e.ctx)
 	e.stop = cancel
 	e.runDone = make(chan error, 1)
-	go func() { e.runDone <- e.h.Run(ctx, e.cfg.Updates()) }()
+	go func() { e.runDone <- e.agent.Run(ctx) }()
 	e.t.Cleanup(func() { e.shutdown() })
 	synctest.Wait()
 }

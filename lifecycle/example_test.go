@@ -11,44 +11,65 @@ import (
 	"github.com/podkit/podkit/lifecycle/admission"
 	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
-	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
 	"github.com/podkit/podkit/podworker/podworkertest"
 )
 
-// A whole sync loop: a Config merges the API server's snapshots, the
-// Handler admits pods and drives the pod workers, and Run owns the workers'
-// lifetime. Here the node has room for one pod, so the second is rejected.
-func ExampleHandler() {
+// A whole agent: one constructor builds the pod workers, the desired pod
+// store, the config merge and the sync loop; a source is added as a value;
+// Run runs them all. Here the node has room for one pod, so the second is
+// rejected, and a runtime event makes the running pod sync again.
+func ExampleAgent() {
 	syncer := podworkertest.NewFakeSyncer[struct{}]()
-	workers, _ := podworker.New[struct{}](syncer, podworker.Options[struct{}]{})
-	cfg, _ := podconfig.New(podconfig.Options{})
 	maxPods, _ := admission.NewMaxPodsHandler(1)
 	rejected := make(chan string, 1)
-	h, err := lifecycle.NewHandler(workers, podmanager.New(), lifecycle.Options{
-		AdmitHandlers: []admission.Handler{maxPods},
-		OnReject: func(_ context.Context, pod *v1.Pod, status v1.PodStatus) {
-			rejected <- pod.Name + ": " + status.Reason + ": " + status.Message
+	agent, err := lifecycle.NewAgent[struct{}](syncer, lifecycle.AgentOptions[struct{}]{
+		SyncLoop: lifecycle.SyncLoopOptions{
+			AdmitHandlers: []admission.Handler{maxPods},
+			OnReject: func(_ context.Context, pod *v1.Pod, status v1.PodStatus) {
+				rejected <- pod.Name + ": " + status.Reason + ": " + status.Message
+			},
 		},
 	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- h.Run(ctx, cfg.Updates()) }()
 
+	// The API server source: here, two snapshots from a channel.
 	web := podworkertest.NewPod("web-uid", "default", "web")
 	batch := podworkertest.NewPod("batch-uid", "default", "batch")
 	batch.CreationTimestamp = metav1.Unix(1, 0) // added after web
-	_ = cfg.SetPods(ctx, mirror.ApiserverSource, []*v1.Pod{batch, web})
+	snapshots := make(chan []*v1.Pod, 2)
+	snapshots <- []*v1.Pod{batch, web}
+	api, _ := podconfig.NewSource(mirror.ApiserverSource, func(ctx context.Context, sink podconfig.PodSink) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case pods := <-snapshots:
+				if err := sink.SetPods(ctx, mirror.ApiserverSource, pods); err != nil {
+					return err
+				}
+			}
+		}
+	})
+	_ = agent.AddSource(api)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- agent.Run(ctx) }()
+
 	_ = syncer.WaitForTrace(ctx, web.UID, "sync:create")
 	fmt.Println(<-rejected)
 
+	// A container of web exited: the runtime tells the agent, by UID.
+	agent.RequestSync(web.UID)
+	_ = syncer.WaitForTrace(ctx, web.UID, "sync:create sync:sync")
+
 	// The API server no longer has the pods: web is stopped.
-	_ = cfg.SetPods(ctx, mirror.ApiserverSource, nil)
-	_, _ = workers.WaitForStage(ctx, web.UID, podworker.StageFinished)
+	snapshots <- nil
+	_, _ = agent.Workers().WaitForStage(ctx, web.UID, podworker.StageFinished)
 	fmt.Println("web:", syncer.Trace(web.UID))
 	fmt.Println("batch:", syncer.Trace(batch.UID) == "")
 
@@ -56,7 +77,7 @@ func ExampleHandler() {
 	fmt.Println("Run:", <-done)
 	// Output:
 	// batch: OutOfpods: Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1
-	// web: sync:create kill(30) terminated
+	// web: sync:create sync:sync kill(30) terminated
 	// batch: true
 	// Run: <nil>
 }

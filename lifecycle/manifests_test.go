@@ -51,7 +51,7 @@ func TestManifestDirectoryEndToEnd(t *testing.T) {
 		dir := t.TempDir()
 		writeFile(t, dir, "etcd.yaml", etcdYAML)
 		writeFile(t, dir, "proxy.json", proxyJSON)
-		e := newEnv(t, func(o *lifecycle.Options) { o.Sources = []string{mirror.FileSource} })
+		e := newEnv(t, func(o *lifecycle.SyncLoopOptions) { o.Sources = []string{mirror.FileSource} })
 		src, err := podconfig.NewManifestSource(dir, podconfig.ManifestOptions{NodeName: "node-a", Clock: e.clock, Interval: housekeepingInterval, Recorder: e.events})
 		require.NoError(t, err)
 		e.start()

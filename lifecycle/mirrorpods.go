@@ -18,8 +18,8 @@ import (
 // the UID of the mirror config has, so it never removes a newer object
 // under that name, and works for a node identity that may no longer read
 // the pod (see mirror.Client.DeleteMirrorPod).
-func (h *Handler) deleteOrphanedMirrors(ctx context.Context, fullNames []string, mirrorPods []*v1.Pod) {
-	if h.mirrors == nil || len(fullNames) == 0 {
+func (l *SyncLoop) deleteOrphanedMirrors(ctx context.Context, fullNames []string, mirrorPods []*v1.Pod) {
+	if l.mirrors == nil || len(fullNames) == 0 {
 		return
 	}
 	uids := make(map[string]types.UID, len(mirrorPods))
@@ -27,47 +27,47 @@ func (h *Handler) deleteOrphanedMirrors(ctx context.Context, fullNames []string,
 		uids[mirror.PodFullName(m)] = m.UID
 	}
 	for _, name := range fullNames {
-		if h.workers.IsPodForMirrorPodTerminatingByFullName(name) {
-			h.log.V(4).Info("Keeping the mirror pod of a static pod that is still terminating", "pod", name)
+		if l.workers.IsPodForMirrorPodTerminatingByFullName(name) {
+			l.log.V(4).Info("Keeping the mirror pod of a static pod that is still terminating", "pod", name)
 			continue
 		}
 		var uid *types.UID
 		if u, ok := uids[name]; ok {
 			uid = &u
 		}
-		deleted, err := h.mirrors.DeleteMirrorPod(ctx, name, uid)
+		deleted, err := l.mirrors.DeleteMirrorPod(ctx, name, uid)
 		if err != nil {
-			h.log.Error(err, "Deleting an orphaned mirror pod failed; housekeeping will retry", "pod", name)
+			l.log.Error(err, "Deleting an orphaned mirror pod failed; housekeeping will retry", "pod", name)
 			continue
 		}
 		if deleted {
-			h.log.V(4).Info("Deleted orphaned mirror pod", "pod", name)
+			l.log.V(4).Info("Deleted orphaned mirror pod", "pod", name)
 		}
 	}
 }
 
 // syncMirrorPods makes each running static pod's mirror pod current.
-func (h *Handler) syncMirrorPods(ctx context.Context, pods []*v1.Pod) {
-	if h.mirrors == nil {
+func (l *SyncLoop) syncMirrorPods(ctx context.Context, pods []*v1.Pod) {
+	if l.mirrors == nil {
 		return
 	}
 	for _, p := range pods {
-		if !mirror.IsStaticPod(p) || h.isInactive(p) {
+		if !mirror.IsStaticPod(p) || l.isInactive(p) {
 			continue
 		}
-		info, ok := h.workers.Pod(p.UID)
+		info, ok := l.workers.Pod(p.UID)
 		if !ok || !info.Started || info.TerminationRequested {
 			continue
 		}
 		name := mirror.PodFullName(p)
-		current, hasMirror := h.store.GetMirrorPodByPod(p)
+		current, hasMirror := l.store.GetMirrorPodByPod(p)
 		if hasMirror && (current.DeletionTimestamp != nil || !mirror.IsMirrorPodOf(current, p)) {
 			uid := current.UID
-			h.log.V(4).Info("Deleting a stale mirror pod", "pod", name, "mirrorPodUID", uid)
-			deleted, err := h.mirrors.DeleteMirrorPod(ctx, name, &uid)
+			l.log.V(4).Info("Deleting a stale mirror pod", "pod", name, "mirrorPodUID", uid)
+			deleted, err := l.mirrors.DeleteMirrorPod(ctx, name, &uid)
 			if err != nil {
-				h.log.Error(err, "Deleting a stale mirror pod failed; housekeeping will retry", "pod", name)
-				h.recorder.Eventf(p, v1.EventTypeWarning, ReasonFailedMirrorPod, "Deleting the stale mirror pod of %s failed: %v", name, err)
+				l.log.Error(err, "Deleting a stale mirror pod failed; housekeeping will retry", "pod", name)
+				l.recorder.Eventf(p, v1.EventTypeWarning, ReasonFailedMirrorPod, "Deleting the stale mirror pod of %s failed: %v", name, err)
 				continue
 			}
 			if !deleted {
@@ -78,11 +78,11 @@ func (h *Handler) syncMirrorPods(ctx context.Context, pods []*v1.Pod) {
 		if hasMirror && current.DeletionTimestamp == nil && mirror.IsMirrorPodOf(current, p) {
 			continue
 		}
-		if err := h.mirrors.CreateMirrorPod(ctx, p); err != nil {
-			h.log.Error(err, "Creating a mirror pod failed; housekeeping will retry", "pod", name)
-			h.recorder.Eventf(p, v1.EventTypeWarning, ReasonFailedMirrorPod, "Creating the mirror pod of %s failed: %v", name, err)
+		if err := l.mirrors.CreateMirrorPod(ctx, p); err != nil {
+			l.log.Error(err, "Creating a mirror pod failed; housekeeping will retry", "pod", name)
+			l.recorder.Eventf(p, v1.EventTypeWarning, ReasonFailedMirrorPod, "Creating the mirror pod of %s failed: %v", name, err)
 			continue
 		}
-		h.log.V(4).Info("Mirror pod is in place", "pod", name)
+		l.log.V(4).Info("Mirror pod is in place", "pod", name)
 	}
 }

@@ -10,7 +10,7 @@ import (
 // pod stays in the store but never reaches the workers, is not active, and
 // its later updates are not sent; it leaves the set when it is admitted
 // after all, removed from config, or gone from the store at housekeeping.
-// It is the Handler's stand-in for the kubelet's status manager, which
+// It is the SyncLoop's stand-in for the kubelet's status manager, which
 // remembers a rejected pod by its Failed phase.
 //
 // Safe for concurrent use: GetActivePods reads it from any goroutine while

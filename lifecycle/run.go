@@ -10,8 +10,8 @@ import (
 
 // Run is the node agent's sync loop. It dispatches each update received
 // from updates (Dispatch) and runs Housekeeping every
-// Options.HousekeepingInterval (on the injected clock) once the sources are
-// ready, until ctx ends. A closed updates channel means no more config:
+// SyncLoopOptions.HousekeepingInterval (on the injected clock) once the
+// sources are ready, until ctx ends. A closed updates channel means no more config:
 // Run keeps housekeeping until ctx ends.
 //
 // Run owns the pod workers' lifetime: it starts their Run first (so a
@@ -21,30 +21,30 @@ import (
 // returned. Do not run the workers yourself as well: if their Run returns
 // while the loop still runs (a podworker.PodWorkers already running
 // refuses a second Run at once), Run stops and returns an error wrapping
-// theirs. An agent with a loop of its own calls Dispatch and Housekeeping
-// instead of Run, and then runs the workers itself.
+// theirs. An Agent calls Run; an agent with a loop of its own calls
+// Dispatch and Housekeeping instead, and then runs the workers itself.
 //
 // Run may be called once; a second call returns an error at once. Call it
 // from a goroutine of its own; everything it does happens there, so the
-// Handler's callbacks (admission handlers, OnReject, the RuntimePodLister,
+// SyncLoop's callbacks (admission handlers, OnReject, the RuntimePodLister,
 // the MirrorClient) run on it. It returns nil when ctx ended.
-func (h *Handler) Run(ctx context.Context, updates <-chan podconfig.PodUpdate) error {
-	h.mu.Lock()
-	if h.running {
-		h.mu.Unlock()
-		return errors.New("lifecycle: Handler.Run called twice")
+func (l *SyncLoop) Run(ctx context.Context, updates <-chan podconfig.PodUpdate) error {
+	l.mu.Lock()
+	if l.running {
+		l.mu.Unlock()
+		return errors.New("lifecycle: SyncLoop.Run called twice")
 	}
-	h.running = true
-	h.mu.Unlock()
+	l.running = true
+	l.mu.Unlock()
 
 	workersDone := make(chan error, 1)
 	workersCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
-	go func() { workersDone <- h.workers.Run(workersCtx) }()
+	go func() { workersDone <- l.workers.Run(workersCtx) }()
 
-	ticker := h.clock.NewTicker(h.interval)
+	ticker := l.clock.NewTicker(l.interval)
 	defer ticker.Stop()
-	h.log.Info("Starting the pod sync loop", "housekeepingInterval", h.interval)
+	l.log.Info("Starting the pod sync loop", "housekeepingInterval", l.interval)
 
 	var loopErr error
 loop:
@@ -58,25 +58,25 @@ loop:
 			break loop
 		case u, ok := <-updates:
 			if !ok {
-				h.log.V(2).Info("The config update channel was closed; housekeeping goes on")
+				l.log.V(2).Info("The config update channel was closed; housekeeping goes on")
 				updates = nil
 				continue
 			}
-			if err := h.Dispatch(ctx, u); err != nil {
-				h.log.Error(err, "Dropping a config update")
+			if err := l.Dispatch(ctx, u); err != nil {
+				l.log.Error(err, "Dropping a config update")
 			}
 		case <-ticker.C():
-			if !h.SourcesReady() {
-				h.log.V(4).Info("Skipping housekeeping: the config sources are not all ready")
+			if !l.SourcesReady() {
+				l.log.V(4).Info("Skipping housekeeping: the config sources are not all ready")
 				continue
 			}
-			if err := h.Housekeeping(ctx); err != nil {
-				h.log.Error(err, "Housekeeping failed")
+			if err := l.Housekeeping(ctx); err != nil {
+				l.log.Error(err, "Housekeeping failed")
 			}
 		}
 	}
 
-	h.log.Info("Stopping the pod sync loop")
+	l.log.Info("Stopping the pod sync loop")
 	stopWorkers()
 	if workersDone != nil {
 		if err := <-workersDone; err != nil && loopErr == nil {

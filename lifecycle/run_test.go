@@ -21,12 +21,12 @@ import (
 
 // bareHandler is a Handler over fresh workers and store with options
 // that say nothing about running the workers.
-func bareHandler(t *testing.T) (*lifecycle.Handler, *podworker.PodWorkers[struct{}], *podworkertest.FakeSyncer[struct{}]) {
+func bareHandler(t *testing.T) (*lifecycle.SyncLoop, *podworker.PodWorkers[struct{}], *podworkertest.FakeSyncer[struct{}]) {
 	t.Helper()
 	syncer := podworkertest.NewFakeSyncer[struct{}]()
 	workers, err := podworker.New[struct{}](syncer, podworker.Options[struct{}]{})
 	require.NoError(t, err)
-	h, err := lifecycle.NewHandler(workers, podmanager.New(), lifecycle.Options{})
+	h, err := lifecycle.NewSyncLoop(workers, podmanager.New(), lifecycle.SyncLoopOptions{})
 	require.NoError(t, err)
 	return h, workers, syncer
 }
@@ -106,7 +106,7 @@ func TestRunDrainsWorkers(t *testing.T) {
 func TestRunReportsWorkersStoppingEarly(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		e := newEnv(t, nil)
-		h, err := lifecycle.NewHandler(failingRun{e.workers}, e.store, lifecycle.Options{})
+		h, err := lifecycle.NewSyncLoop(failingRun{e.workers}, e.store, lifecycle.SyncLoopOptions{})
 		require.NoError(t, err)
 		err = h.Run(t.Context(), nil)
 		require.Error(t, err)

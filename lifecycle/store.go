@@ -6,7 +6,7 @@ import (
 	"github.com/podkit/podkit/podmanager"
 )
 
-// PodStoreReader is what the Handler reads from the desired pods: the
+// PodStoreReader is what the SyncLoop reads from the desired pods: the
 // pods to run, and the pairing of static pods with their mirror pods by
 // full name. *podmanager.Manager implements it; its method docs are the
 // full contract (pairing by full name, for static pods only). The methods
@@ -28,20 +28,21 @@ type PodStoreReader interface {
 	GetPodsAndMirrorPods() (pods, mirrorPods []*v1.Pod, orphanedMirrorPodFullNames []string)
 }
 
-// PodStoreWriter is how the Handler records config changes in the desired
-// pods, mirror pods included. *podmanager.Manager implements it. The
-// methods are called from the sync loop, must be safe for concurrent use,
-// and must not modify the pods, which stay shared.
+// PodStoreWriter is how the SyncLoop records config changes in the
+// desired pods, mirror pods included. *podmanager.Manager implements it.
+// The methods are called from the sync loop, must be safe for concurrent
+// use, and must not modify the pods, which stay shared. (Its write is
+// SetPod, not the kubelet's AddPod and UpdatePod, so that the only
+// UpdatePod in the sync loop is the pod workers'.)
 type PodStoreWriter interface {
-	// AddPod records a pod new to config.
-	AddPod(pod *v1.Pod)
-	// UpdatePod records pod, replacing the pod with its UID if any.
-	UpdatePod(pod *v1.Pod)
+	// SetPod records pod, replacing the pod with its UID if any: a pod new
+	// to config, or a changed one.
+	SetPod(pod *v1.Pod)
 	// RemovePod forgets the pod with pod's UID, if any.
 	RemovePod(pod *v1.Pod)
 }
 
-// PodStore is everything the Handler needs from a store of desired pods:
+// PodStore is everything the SyncLoop needs from a store of desired pods:
 // the two role interfaces above. *podmanager.Manager implements it; an
 // agent may supply its own (one fed by an informer, say) as long as it
 // keeps the rules documented on podmanager.Manager's methods.

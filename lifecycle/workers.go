@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"errors"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,9 +11,9 @@ import (
 	"github.com/podkit/podkit/podworker"
 )
 
-// PodUpdater is how the Handler hands desired state to the pod workers.
+// PodUpdater is how the SyncLoop hands desired state to the pod workers.
 // *podworker.PodWorkers[T] implements it; see that type for the full
-// contract. Both methods are called from the Handler's callers' goroutines
+// contract. Both methods are called from the SyncLoop's callers' goroutines
 // and must be safe for concurrent use.
 type PodUpdater interface {
 	// UpdatePod records a desired state for a pod and returns without
@@ -25,7 +24,7 @@ type PodUpdater interface {
 	SyncKnownPods(desired []*v1.Pod) map[types.UID]podworker.WorkerReport
 }
 
-// PodWindow is the part of the pod workers' window the Handler asks, by UID
+// PodWindow is the part of the pod workers' window the SyncLoop asks, by UID
 // or full name. *podworker.PodWorkers[T] implements it. The methods must be
 // safe for concurrent use and must not block.
 type PodWindow interface {
@@ -42,8 +41,8 @@ type PodWindow interface {
 
 // PodSnapshotter gives snapshots of the pod workers. *podworker.PodWorkers[T]
 // implements it. Housekeeping reads one worker to know whether a static pod
-// has started (its mirror pod is kept only then); ShutdownNode lists them
-// all. The methods must be safe for concurrent use and must not block.
+// has started (its mirror pod is kept only then). The methods must be safe
+// for concurrent use and must not block.
 type PodSnapshotter interface {
 	// Pod returns a snapshot of the worker of uid; false when there is
 	// none.
@@ -53,7 +52,7 @@ type PodSnapshotter interface {
 }
 
 // WorkerRunner runs the pod workers. *podworker.PodWorkers[T] implements
-// it. Handler.Run calls Run once, on a goroutine of its own, with a context
+// it. SyncLoop.Run calls Run once, on a goroutine of its own, with a context
 // it cancels when its loop stops; Run must block until that context ends
 // and every hook it started has returned, and return an error at once if
 // it cannot run (already running, or stopped).
@@ -61,11 +60,11 @@ type WorkerRunner interface {
 	Run(ctx context.Context) error
 }
 
-// Workers is everything the Handler needs from the pod workers, made of
-// the four role interfaces above: it runs them (Handler.Run owns their
+// Workers is everything the SyncLoop needs from the pod workers, made of
+// the four role interfaces above: it runs them (SyncLoop.Run owns their
 // lifetime), hands them desired state, asks their window and reads their
 // snapshots. The name is not podworker.PodWorkers, the engine itself, but
-// what the Handler asks of it. *podworker.PodWorkers[T] implements it for
+// what the SyncLoop asks of it. *podworker.PodWorkers[T] implements it for
 // every T; an agent may wrap one (to trace calls, say) or substitute its
 // own.
 type Workers interface {
@@ -77,16 +76,14 @@ type Workers interface {
 
 var _ Workers = (*podworker.PodWorkers[struct{}])(nil)
 
-// update sends one update to the workers and logs a failure.
-func (h *Handler) update(ctx context.Context, t podworker.UpdateType, pod, mirrorPod *v1.Pod, start time.Time) {
-	h.send(ctx, podworker.UpdatePodOptions{UpdateType: t, Pod: pod, MirrorPod: mirrorPod, StartTime: start})
-}
+// errNotDelivered stands for an update send refused and logged.
+var errNotDelivered = errors.New("lifecycle: the pod workers refused the update")
 
 // send hands opts to the workers and reports whether they took it. A
 // refusal is logged: at V(4) when the workers or the loop are stopping, as
 // an error otherwise.
-func (h *Handler) send(ctx context.Context, opts podworker.UpdatePodOptions) bool {
-	err := h.workers.UpdatePod(ctx, opts)
+func (l *SyncLoop) send(ctx context.Context, opts podworker.UpdatePodOptions) bool {
+	err := l.workers.UpdatePod(ctx, opts)
 	if err == nil {
 		return true
 	}
@@ -99,9 +96,9 @@ func (h *Handler) send(ctx context.Context, opts podworker.UpdatePodOptions) boo
 	}
 	switch {
 	case errors.Is(err, podworker.ErrStopped), ctx.Err() != nil:
-		h.log.V(4).Info("Pod update not delivered: the pod workers or the loop stopped", "pod", name, "podUID", uid, "updateType", opts.UpdateType.String(), "err", err.Error())
+		l.log.V(4).Info("Pod update not delivered: the pod workers or the loop stopped", "pod", name, "podUID", uid, "updateType", opts.UpdateType.String(), "err", err.Error())
 	default:
-		h.log.Error(err, "Pod workers refused an update", "pod", name, "podUID", uid, "updateType", opts.UpdateType.String())
+		l.log.Error(err, "Pod workers refused an update", "pod", name, "podUID", uid, "updateType", opts.UpdateType.String())
 	}
 	return false
 }

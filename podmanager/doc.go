@@ -3,8 +3,8 @@
 // static pods in the API server.
 //
 // Manager, from New, is the in-memory store that matches the kubelet's pod
-// manager. Its users declare the part of it they call: lifecycle.Handler
-// takes a lifecycle.PodStore (seven of Manager's methods), so an agent can
+// manager. Its users declare the part of it they call: lifecycle.SyncLoop
+// takes a lifecycle.PodStore (six of Manager's methods), so an agent can
 // put its own store there, for instance one fed by an informer, as long as
 // it keeps the rules documented on Manager's methods.
 //
@@ -38,8 +38,8 @@
 //
 //  1. Create one Manager with New and share it (it is safe for concurrent
 //     use).
-//  2. Feed it every change from the config sources: AddPod, UpdatePod,
-//     RemovePod (or SetPods to replace everything), for pods and for mirror
+//  2. Feed it every change from the config sources: SetPod, RemovePod (or
+//     SetPods to replace everything), for pods and for mirror
 //     pods alike; the store tells them apart by the mirror annotation.
 //  3. Ask it for the desired state: GetPods for the pods to run,
 //     GetPodAndMirrorPod for a pod's counterpart, GetPodsAndMirrorPods for

@@ -34,9 +34,9 @@ func ExampleManager() {
 	}}
 
 	m := podmanager.New()
-	m.AddPod(static)
-	m.AddPod(mirrorPod)
-	m.AddPod(web)
+	m.SetPod(static)
+	m.SetPod(mirrorPod)
+	m.SetPod(web)
 
 	var names []string
 	for _, p := range m.GetPods() { // mirror pods are not pods to run

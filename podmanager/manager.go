@@ -98,7 +98,7 @@ func New() *Manager {
 }
 
 // SetPods replaces everything the Manager holds with pods (mirror pods
-// included), as if it were emptied and each pod then passed to UpdatePod in
+// included), as if it were emptied and each pod then passed to SetPod in
 // order. Nil pods and pods without a UID are skipped. The slice is not kept.
 func (m *Manager) SetPods(pods []*v1.Pod) {
 	m.mu.Lock()
@@ -109,17 +109,18 @@ func (m *Manager) SetPods(pods []*v1.Pod) {
 	}
 }
 
-// AddPod records pod; it is the same as UpdatePod.
-func (m *Manager) AddPod(pod *v1.Pod) { m.UpdatePod(pod) }
-
-// UpdatePod records pod, keyed by its UID, replacing the pod stored with that
-// UID. A mirror pod (mirror.IsMirrorPod) goes to the mirror indexes, any other
-// pod to the pod indexes; a UID that moves from one kind to the other leaves
-// the first. The pod becomes the answer of the full-name lookups for its full
+// SetPod records pod, keyed by its UID, replacing the pod stored with that
+// UID, if any: a pod new to config and a changed pod are recorded alike.
+// (The kubelet's pod manager has AddPod and UpdatePod for this, which do
+// the same; podkit has one method, named apart from the pod workers'
+// UpdatePod, which the sync loop calls beside it.) A mirror pod
+// (mirror.IsMirrorPod) goes to the mirror indexes, any other pod to the
+// pod indexes; a UID that moves from one kind to the other leaves the
+// first. The pod becomes the answer of the full-name lookups for its full
 // name. The Manager keeps the pointer and never modifies the pod; the caller
 // must not modify it afterwards either. A nil pod or one without a UID is
 // ignored: there is nothing to key it by.
-func (m *Manager) UpdatePod(pod *v1.Pod) {
+func (m *Manager) SetPod(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.upsertLocked(pod)

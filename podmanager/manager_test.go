@@ -66,7 +66,7 @@ func uids(pods []*v1.Pod) []types.UID {
 	return out
 }
 
-func TestAddAndUpdatePod(t *testing.T) {
+func TestSetPod(t *testing.T) {
 	c := newCast()
 	tests := []struct {
 		name     string
@@ -100,12 +100,12 @@ func TestAddAndUpdatePod(t *testing.T) {
 				assert.Same(t, want, byName)
 			}
 
-			m.AddPod(tc.pod)
+			m.SetPod(tc.pod)
 			check(tc.pod)
 
 			updated := tc.pod.DeepCopy()
 			updated.Labels = map[string]string{"generation": "2"}
-			m.UpdatePod(updated)
+			m.SetPod(updated)
 			check(updated)
 		})
 	}
@@ -252,7 +252,7 @@ func TestRemovePodD6KeepsEntriesOfOtherUIDs(t *testing.T) {
 		m.SetPods([]*v1.Pod{old, current})
 		p, _ := m.GetPodByFullName("etcd-node-a_kube-system")
 		assert.Same(t, current, p)
-		m.UpdatePod(old)
+		m.SetPod(old)
 		p, _ = m.GetPodByFullName("etcd-node-a_kube-system")
 		assert.Same(t, old, p)
 	})
@@ -306,7 +306,7 @@ func TestUIDTranslationD6OnlyBetweenAStaticPodAndItsMirror(t *testing.T) {
 		assert.Empty(t, podToMirror)
 		assert.Empty(t, mirrorToPod)
 
-		m.AddPod(c.static)
+		m.SetPod(c.static)
 		assert.Equal(t, types.UID("static-uid"), m.TranslatePodUID("mirror-uid"))
 	})
 
@@ -324,7 +324,7 @@ func TestUIDTranslationD6OnlyBetweenAStaticPodAndItsMirror(t *testing.T) {
 		for _, order := range [][]*v1.Pod{{c.static, c.mirror}, {c.mirror, c.static}} {
 			m := podmanager.New()
 			for _, p := range order {
-				m.AddPod(p)
+				m.SetPod(p)
 			}
 			assert.Equal(t, types.UID("static-uid"), m.TranslatePodUID("mirror-uid"))
 		}
@@ -346,11 +346,11 @@ func TestTranslatePodUID(t *testing.T) {
 	}
 }
 
-func TestUpdatePodKeepsTheIndexesConsistent(t *testing.T) {
+func TestSetPodKeepsTheIndexesConsistent(t *testing.T) {
 	t.Run("a UID whose full name changes leaves its old name", func(t *testing.T) {
 		m := podmanager.New()
-		m.AddPod(newRegular("u1", "old-name", "default"))
-		m.UpdatePod(newRegular("u1", "new-name", "default"))
+		m.SetPod(newRegular("u1", "old-name", "default"))
+		m.SetPod(newRegular("u1", "new-name", "default"))
 		_, ok := m.GetPodByName("default", "old-name")
 		assert.False(t, ok)
 		_, ok = m.GetPodByName("default", "new-name")
@@ -360,8 +360,8 @@ func TestUpdatePodKeepsTheIndexesConsistent(t *testing.T) {
 
 	t.Run("a UID that turns into a mirror leaves the pod indexes", func(t *testing.T) {
 		m := podmanager.New()
-		m.AddPod(newStatic("u1", "etcd-node-a"))
-		m.UpdatePod(newMirror("u1", "etcd-node-a", "h"))
+		m.SetPod(newStatic("u1", "etcd-node-a"))
+		m.SetPod(newMirror("u1", "etcd-node-a", "h"))
 		pods, mirrors, _ := m.GetPodsAndMirrorPods()
 		assert.Empty(t, pods)
 		assert.Equal(t, []types.UID{"u1"}, uids(mirrors))
@@ -375,8 +375,8 @@ func TestUpdatePodKeepsTheIndexesConsistent(t *testing.T) {
 func TestBadInputIsIgnored(t *testing.T) {
 	m := podmanager.New()
 	m.SetPods([]*v1.Pod{nil, newRegular("", "no-uid", "default"), newRegular("u1", "web", "default")})
-	m.AddPod(nil)
-	m.UpdatePod(newRegular("", "no-uid-2", "default"))
+	m.SetPod(nil)
+	m.SetPod(newRegular("", "no-uid-2", "default"))
 	m.RemovePod(nil)
 	m.RemovePod(&v1.Pod{})
 
@@ -432,8 +432,8 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 				name := fmt.Sprintf("pod-%d", r%10)
 				static := newStatic(types.UID(fmt.Sprintf("s-%d-%d", w, r%10)), name)
 				mirrorPod := newMirror(types.UID(fmt.Sprintf("m-%d-%d", w, r%10)), name, string(static.UID))
-				m.AddPod(static)
-				m.UpdatePod(mirrorPod)
+				m.SetPod(static)
+				m.SetPod(mirrorPod)
 				if r%3 == 0 {
 					m.RemovePod(static)
 				}

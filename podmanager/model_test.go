@@ -77,7 +77,7 @@ func TestManagerMatchesModel(t *testing.T) {
 				switch op := rng.IntN(10); {
 				case op < 6:
 					p := randomPod()
-					m.UpdatePod(p)
+					m.SetPod(p)
 					ref.upsert(p)
 					seen = append(seen, p)
 				case op < 9 && len(seen) > 0:

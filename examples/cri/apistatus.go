@@ -29,10 +29,11 @@ const (
 // last termination of a restarted container, restart counts (the
 // instance's CRI attempt), readiness (a regular container or a sidecar
 // while it runs, as there are no probes; a plain init container once it
-// exited 0), the phase (podstatus.Phase), and the
-// PodReadyToStartContainers, Initialized, ContainersReady and Ready
-// conditions with the kubelet's reasons and messages (readiness gates
-// honoured). The status and each condition observe pod.Generation
+// exited 0), the phase (podstatus.Phase), and the conditions of
+// podstatus.Conditions (PodReadyToStartContainers from the sandboxes,
+// Initialized, Ready, ContainersReady and PodScheduled, with the kubelet's
+// reasons and messages, readiness gates honoured), as every podkit runtime
+// reports them. The status and each condition observe pod.Generation
 // (ObservedGeneration). A plain init container whose instance is gone
 // once a regular container was created shows as completed, as the kubelet
 // shows it.
@@ -113,23 +114,14 @@ func (s *PodStatus) apiStatus(pod *v1.Pod, final bool) v1.PodStatus {
 	}
 	out.Phase = podstatus.Phase(&pod.Spec, out.InitContainerStatuses, out.ContainerStatuses, final)
 
-	sandbox := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}
+	sandbox := podstatus.SandboxReady
 	switch {
 	case s == nil || len(s.Sandboxes) == 0:
-		sandbox.Status, sandbox.Reason, sandbox.Message = v1.ConditionFalse, podstatus.ReasonPodSandboxNotReady, podstatus.MessageNoPodSandbox
+		sandbox = podstatus.SandboxMissing
 	case s.ReadySandbox() == nil || final:
-		sandbox.Status, sandbox.Reason, sandbox.Message = v1.ConditionFalse, podstatus.ReasonPodSandboxNotReady, podstatus.MessagePodSandboxNotReady
+		sandbox = podstatus.SandboxNotReady
 	}
-	containersReady := podstatus.ContainersReadyCondition(&pod.Spec, out.Phase, out.InitContainerStatuses, out.ContainerStatuses)
-	out.Conditions = []v1.PodCondition{
-		sandbox,
-		podstatus.InitializedCondition(&pod.Spec, out.Phase, out.InitContainerStatuses, out.ContainerStatuses),
-		containersReady,
-		podstatus.ReadyCondition(pod, containersReady),
-	}
-	for i := range out.Conditions {
-		out.Conditions[i].ObservedGeneration = pod.Generation
-	}
+	out.Conditions = podstatus.Conditions(pod, &out, sandbox)
 	return out
 }
 

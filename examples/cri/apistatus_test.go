@@ -134,9 +134,10 @@ func TestAPIStatusFields(t *testing.T) {
 	assert.Equal(t, []v1.PodCondition{
 		{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue},
 		{Type: v1.PodInitialized, Status: v1.ConditionTrue},
-		{Type: v1.ContainersReady, Status: v1.ConditionTrue},
 		{Type: v1.PodReady, Status: v1.ConditionTrue},
-	}, api.Conditions)
+		{Type: v1.ContainersReady, Status: v1.ConditionTrue},
+		{Type: v1.PodScheduled, Status: v1.ConditionTrue},
+	}, api.Conditions, "podstatus.Conditions: the kubelet's conditions, in its order, as the process runtime reports them")
 
 	// Host network: the pod has the node's addresses.
 	pod.Spec.HostNetwork = true

@@ -47,11 +47,13 @@
 //	...
 //	syncer, err := cri.New(client, client, cri.Options{Images: client})
 //	...
-//	workers, err := podworker.New[*cri.PodStatus](syncer, podworker.Options[*cri.PodStatus]{
-//		Status:         syncer,          // status read right before each hook
-//		ResyncInterval: 2 * time.Second, // how soon exits and restarts are noticed
+//	agent, err := lifecycle.NewAgent(syncer, lifecycle.AgentOptions[*cri.PodStatus]{
+//		Workers: podworker.Options[*cri.PodStatus]{
+//			Status:         syncer,          // status read right before each hook
+//			ResyncInterval: 2 * time.Second, // how soon exits and restarts are noticed
+//		},
+//		SyncLoop: lifecycle.SyncLoopOptions{RuntimePods: syncer}, // housekeeping kills orphans
 //	})
-//	// lifecycle.Options{RuntimePods: syncer} lets housekeeping kill orphans.
 //
 // The embedder's duties:
 //

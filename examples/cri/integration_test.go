@@ -350,7 +350,7 @@ func (e *realEnv) orphan(t *testing.T) {
 	require.NoError(t, err)
 
 	w := e.newWorkers(t)
-	h, err := lifecycle.NewHandler(w, podmanager.New(), lifecycle.Options{RuntimePods: e.syncer})
+	h, err := lifecycle.NewSyncLoop(w, podmanager.New(), lifecycle.SyncLoopOptions{RuntimePods: e.syncer})
 	require.NoError(t, err)
 	start := time.Now()
 	require.NoError(t, h.Housekeeping(ctx))

@@ -104,12 +104,10 @@ func (a *testAgent) Stop(t *testing.T) {
 	}
 }
 
-// workers returns the agent's pod workers once it has built them.
+// workers returns the agent's pod workers.
 func (a *testAgent) workers(t *testing.T) *podworker.PodWorkers[processruntime.PodStatus] {
 	t.Helper()
-	w, err := a.agent.Workers(testContext(t))
-	require.NoError(t, err)
-	return w
+	return a.agent.Workers()
 }
 
 // waitWorker waits until cond holds for the agent's worker of uid.

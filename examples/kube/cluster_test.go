@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 )
 
 // Every test here talks to one real kube-apiserver over one real embedded
@@ -37,7 +37,7 @@ const waitTimeout = 60 * time.Second
 var testNodes = []string{
 	"mirror-node", "ident-a", "ident-b", "source-node", "writer-node",
 	"lifecycle-node", "graceful-node", "force-node", "static-node", "restart-node", "reject-node", "cmd-node",
-	"burst-node", "events-node", "sinkfail-node", "cond-node", "evict-node", "shutdown-node", "refusal-node",
+	"burst-node", "events-node", "sinkfail-node", "cond-node", "evict-node", "shutdown-node", "refusal-node", "sources-node",
 }
 
 func TestAPIServer(t *testing.T) {
@@ -52,6 +52,7 @@ func TestAPIServer(t *testing.T) {
 	t.Run("AgentForceDelete", func(t *testing.T) { t.Parallel(); testAgentForceDelete(t, c) })
 	t.Run("AgentStaticPod", func(t *testing.T) { t.Parallel(); testAgentStaticPod(t, c) })
 	t.Run("AgentRestart", func(t *testing.T) { t.Parallel(); testAgentRestart(t, c) })
+	t.Run("AgentRestartWaitsForItsSources", func(t *testing.T) { t.Parallel(); testAgentRestartWaitsForItsSources(t, c) })
 	t.Run("AgentRejectsUnsupportedPod", func(t *testing.T) { t.Parallel(); testAgentRejects(t, c) })
 	t.Run("Command", func(t *testing.T) { t.Parallel(); testCommand(t, c) })
 	t.Run("FinalStatusBurst", func(t *testing.T) { t.Parallel(); testFinalStatusBurst(t, c) })
@@ -130,7 +131,7 @@ func (c *cluster) nodeClient(t *testing.T, node string) *kubernetes.Clientset {
 // returns it.
 func (c *cluster) registerNode(t *testing.T, node string) *v1.Node {
 	t.Helper()
-	n, err := kube.RegisterNode(context.Background(), c.nodeClient(t, node).CoreV1(),
+	n, err := nodestatus.Register(context.Background(), c.nodeClient(t, node).CoreV1(),
 		&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
 	require.NoError(t, err)
 	return n

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podkit/podkit/examples/kube/agent"
-	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/nodeshutdown"
 )
 
 // stubbornPod returns a pod on node whose container, on SIGTERM, waits for
@@ -85,12 +85,12 @@ func testAgentShutdown(t *testing.T, c *cluster) {
 	waitForNodeReady(t, c, node)
 
 	type result struct {
-		report lifecycle.ShutdownReport
+		report nodeshutdown.Report
 		err    error
 	}
 	done := make(chan result, 1)
 	go func() {
-		r, err := a.agent.ShutdownNode(testContext(t), lifecycle.ShutdownOptions{GracePeriod: 30 * time.Second})
+		r, err := a.agent.ShutdownNode(testContext(t), nodeshutdown.Budget{GracePeriod: 30 * time.Second})
 		done <- result{r, err}
 	}()
 	waitForPod(t, c.admin, "default", stubborn.Name, "DisruptionTarget while it stops", disrupted)

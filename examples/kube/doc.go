@@ -2,55 +2,47 @@
 // client-go. It lives in a module of its own so client-go and the test
 // server never enter podkit's root module.
 //
-// It holds the pieces a node agent needs to take part in a cluster:
+// Its packages hold the pieces a node agent needs to take part in a
+// cluster, one job each:
 //
-//   - PodAPI adapts a clientset to mirror.PodAPI, and NodeUID looks up the
-//     Node's UID, so mirror.NewClient creates and deletes real mirror pods
-//     (with the Node as controller owner, deletes bound to a UID).
-//   - APISource is the config source of the pods bound to the node: an
+//   - mirrorpods: a clientset as mirror.PodAPI, and the Node's UID, so
+//     mirror.NewClient creates and deletes real mirror pods (with the Node
+//     as controller owner, deletes bound to a UID).
+//   - apisource: the config source of the pods bound to the node, an
 //     informer with a spec.nodeName field selector whose full snapshots go
-//     to a podconfig.Config, which makes them podconfig.PodUpdates of the
-//     "api" source.
-//   - StatusWriter, with WrapSyncer, is a plain status manager: after each
-//     sync the pod's derived v1.PodStatus is patched onto its status
-//     subresource when it changed (a static pod's onto its mirror pod); a
-//     terminal phase waits until the pod's containers are known stopped;
-//     a refused write is tried again until it lands or the pod is gone; a
-//     deleted pod is removed, with grace 0 and a UID precondition, once it
-//     is finished and its terminal status is stored.
-//   - EventRecorder records the kubelet's events (reasons and messages in
-//     eventreasons.go) through client-go's broadcaster: aggregated,
-//     rate-limited, never blocking; a failing API server loses events,
-//     not pods. EvictionStatus is the final status of a pod the node
-//     evicts.
-//   - RegisterNode and NodeHeartbeat register the Node and keep it Ready;
-//     PublishKubeletEndpoint tells the API server where the node serves
-//     the kubelet API (package kubeletserver), for kubectl logs and the
-//     node proxy.
+//     to the agent's podconfig.Config under the "api" source.
+//   - statuswriter: a plain status manager (Writer, and WrapSyncer around
+//     the runtime's syncer): statuses patched after each sync, a terminal
+//     phase withheld while containers may run, refused writes retried,
+//     finished deleted pods removed.
+//   - events: the kubelet's events (reasons and messages) through
+//     client-go's broadcaster: aggregated, rate-limited, never blocking.
+//   - nodestatus: the Node's registration, heartbeat (Ready condition and
+//     Lease) and kubelet endpoint.
+//   - eviction: the final status of a pod the node evicts.
+//   - kubeletserver: the kubelet API (logs, exec, attach, port-forward,
+//     stats, metrics); nodemetrics: the kubelet's metrics from podkit's.
 //
-// Package agent wires them to lifecycle, podworker and the process runtime
-// of examples/nodeagent, with the kubelet API and the metrics of package
-// nodemetrics; cmd/podkit-agent is the runnable agent. Package clustertest
-// runs a whole cluster of such nodes in one process; cmd/podkit-cluster is
-// that cluster as a command.
+// Package agent wires them to a lifecycle.Agent over the process runtime
+// of examples/nodeagent; cmd/podkit-agent is the runnable agent. Package
+// clustertest runs a whole cluster of such nodes in one process;
+// cmd/podkit-cluster is that cluster as a command. This package itself
+// holds only the module's tests against a real API server.
 //
 // # Usage
 //
-// An agent with a clientset cs for node name:
+// An agent with a clientset cs for node name (package agent does exactly
+// this):
 //
-//  1. Register the Node: RegisterNode(ctx, cs.CoreV1(), node).
-//  2. Create a StatusWriter, wrap the runtime's PodSyncer with WrapSyncer,
-//     and build the pod workers over the wrapped syncer.
-//  3. Give lifecycle.NewHandler a mirror.NewClient(NewPodAPI(cs.CoreV1()),
-//     mirror.ClientOptions{NodeName: name, NodeUID: NodeUID(cs.CoreV1(),
-//     name)}), list mirror.ApiserverSource in its Sources, let OnReject
-//     call StatusWriter.SetPodStatus, and give it (and the config sources)
-//     an EventRecorder as their Recorder; record the runtime's container
-//     events on it (ContainerRef).
-//  4. Run, each on its own goroutine: the Handler, StatusWriter.Run with the
-//     pod workers, APISource.Run into a podconfig.Config, EventRecorder.Run,
-//     and optionally a NodeHeartbeat (given the recorder, it records
-//     NodeReady and NodeNotReady).
+//  1. Register the Node: nodestatus.Register(ctx, cs.CoreV1(), node).
+//  2. Create a statuswriter.Writer and an events.Recorder, wrap the
+//     runtime's PodSyncer with statuswriter.WrapSyncer, and build a
+//     lifecycle.Agent over it, with a mirror.Client over mirrorpods as its
+//     MirrorClient, OnReject calling Writer.SetPodStatus, and the recorder
+//     as its Recorder.
+//  3. Add an apisource.Source (and a manifest source) to the agent, and
+//     the recorder, Writer.Run, a nodestatus.Heartbeat and the kubelet
+//     API as its loops; run it.
 //
 // # Node identity
 //
@@ -63,7 +55,9 @@
 //
 // # Concurrency
 //
-// All types are safe for concurrent use. Constructors start nothing; each
-// Run blocks until its context ends and returns only after the goroutines it
-// started have returned.
+// All types are safe for concurrent use. Constructors start nothing but
+// what they say (events.New starts the broadcaster's queue; agent.New
+// opens the process runtime, which watches the processes it adopts, until
+// Run or Close releases it); each Run blocks until its context ends and
+// returns only after the goroutines it started have returned.
 package kube

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/events"
 )
 
 // hungEventsGetter hands out events APIs that never answer.
@@ -26,7 +26,7 @@ func (g hungEventsGetter) Events(string) corev1client.EventInterface {
 
 // runRecorder runs r until the returned stop is called; stop waits for Run
 // to return.
-func runRecorder(t *testing.T, r *kube.EventRecorder) (stop func()) {
+func runRecorder(t *testing.T, r *events.Recorder) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -47,7 +47,7 @@ func runRecorder(t *testing.T, r *kube.EventRecorder) (stop func()) {
 // queue), and Run still returns when told to.
 func TestEventRecorderNeverBlocks(t *testing.T) {
 	var writes atomic.Int64
-	r, err := kube.NewEventRecorder(hungEventsGetter{&writes}, "node-a", kube.EventRecorderOptions{})
+	r, err := events.New(hungEventsGetter{&writes}, "node-a", events.Options{})
 	require.NoError(t, err)
 	stop := runRecorder(t, r)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-p"}}
@@ -56,7 +56,7 @@ func TestEventRecorderNeverBlocks(t *testing.T) {
 	go func() {
 		defer close(recorded)
 		for i := range 5000 {
-			r.Eventf(kube.ContainerRef(pod, "c"), v1.EventTypeNormal, "Test", "event %d", i)
+			r.Eventf(events.ContainerRef(pod, "c"), v1.EventTypeNormal, "Test", "event %d", i)
 		}
 	}()
 	select {
@@ -79,7 +79,7 @@ func TestEventRecorderNeverBlocks(t *testing.T) {
 // in the API server, with a count.
 func TestEventRecorderAggregates(t *testing.T) {
 	cs := fake.NewClientset()
-	r, err := kube.NewEventRecorder(cs.CoreV1(), "node-a", kube.EventRecorderOptions{})
+	r, err := events.New(cs.CoreV1(), "node-a", events.Options{})
 	require.NoError(t, err)
 	stop := runRecorder(t, r)
 	defer stop()
@@ -87,10 +87,10 @@ func TestEventRecorderAggregates(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-p"},
 		Spec:       v1.PodSpec{InitContainers: []v1.Container{{Name: "i"}}, Containers: []v1.Container{{Name: "c"}}},
 	}
-	assert.Equal(t, "spec.initContainers{i}", kube.ContainerRef(pod, "i").FieldPath)
-	assert.Equal(t, "implicitly required container x", kube.ContainerRef(pod, "x").FieldPath, "a name the spec does not hold")
+	assert.Equal(t, "spec.initContainers{i}", events.ContainerRef(pod, "i").FieldPath)
+	assert.Equal(t, "implicitly required container x", events.ContainerRef(pod, "x").FieldPath, "a name the spec does not hold")
 	for range 5 {
-		r.Eventf(kube.ContainerRef(pod, "c"), v1.EventTypeWarning, kube.ReasonBackOff, "%s", kube.BackOffMessage(pod, "c"))
+		r.Eventf(events.ContainerRef(pod, "c"), v1.EventTypeWarning, events.ReasonBackOff, "%s", events.BackOffMessage(pod, "c"))
 	}
 	var events []v1.Event
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {

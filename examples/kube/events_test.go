@@ -20,8 +20,8 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	kubectldescribe "k8s.io/kubectl/pkg/describe"
 
-	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/kube/agent"
+	"github.com/podkit/podkit/examples/kube/events"
 )
 
 // eventsOf lists the events recorded about the object uid.
@@ -122,7 +122,7 @@ func testAgentEvents(t *testing.T, c *cluster) {
 			fmt.Sprintf("Back-off restarting failed container crash in pod crashloop_default(%s)", uid), 0},
 	} {
 		ev := waitForEvent(t, c.admin, "default", uid, m)
-		assert.Equal(t, kube.DefaultEventComponent, ev.Source.Component)
+		assert.Equal(t, events.DefaultComponent, ev.Source.Component)
 		assert.Equal(t, node, ev.Source.Host)
 	}
 	// The crash loop started the container again and again: one event,

@@ -9,11 +9,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/apisource"
+	"github.com/podkit/podkit/examples/kube/mirrorpods"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
+	"github.com/podkit/podkit/examples/kube/statuswriter"
 	"github.com/podkit/podkit/lifecycle"
-	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
-	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -30,12 +31,12 @@ func Example() {
 	ctx := context.Background()
 
 	// 1. The Node.
-	if _, err := kube.RegisterNode(ctx, cs.CoreV1(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
+	if _, err := nodestatus.Register(ctx, cs.CoreV1(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
 		panic(err)
 	}
 
 	// 2. The status writer around the pod workers' syncer.
-	writer, err := kube.NewStatusWriter(cs.CoreV1(), kube.StatusWriterOptions{})
+	writer, err := statuswriter.New(cs.CoreV1(), statuswriter.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -43,36 +44,30 @@ func Example() {
 	status := func(_ context.Context, pod *v1.Pod) (v1.PodStatus, error) {
 		return v1.PodStatus{Phase: v1.PodRunning, StartTime: &metav1.Time{Time: time.Now()}}, nil // derived from your runtime
 	}
-	workers, err := podworker.New(kube.WrapSyncer(syncer, writer, status), podworker.Options[struct{}]{})
-	if err != nil {
-		panic(err)
-	}
 
-	// 3. The sync loop, with real mirror pods and the API source listed.
-	mirrors, err := mirror.NewClient(kube.NewPodAPI(cs.CoreV1()), mirror.ClientOptions{NodeName: node, NodeUID: kube.NodeUID(cs.CoreV1(), node)})
+	// 3. The agent: the pod workers over the wrapped syncer, the sync loop
+	// with real mirror pods, the API source, and the loops around them.
+	mirrors, err := mirror.NewClient(mirrorpods.NewPodAPI(cs.CoreV1()), mirror.ClientOptions{NodeName: node, NodeUID: mirrorpods.NodeUID(cs.CoreV1(), node)})
 	if err != nil {
 		panic(err)
 	}
-	handler, err := lifecycle.NewHandler(workers, podmanager.New(), lifecycle.Options{
-		MirrorClient: mirrors,
-		OnReject:     func(_ context.Context, pod *v1.Pod, st v1.PodStatus) { writer.SetPodStatus(pod, st) },
-		Sources:      []string{mirror.ApiserverSource},
+	agent, err := lifecycle.NewAgent(statuswriter.WrapSyncer(syncer, writer, status), lifecycle.AgentOptions[struct{}]{
+		SyncLoop: lifecycle.SyncLoopOptions{
+			MirrorClient: mirrors,
+			OnReject:     func(_ context.Context, pod *v1.Pod, st v1.PodStatus) { writer.SetPodStatus(pod, st) },
+		},
 	})
 	if err != nil {
 		panic(err)
 	}
-	config, err := podconfig.New(podconfig.Options{})
+	source, err := apisource.New(cs.CoreV1(), node, apisource.Options{})
 	if err != nil {
 		panic(err)
 	}
-	source, err := kube.NewAPISource(cs.CoreV1(), node, kube.APISourceOptions{})
-	if err != nil {
-		panic(err)
-	}
+	_ = agent.AddSource(source)
+	_ = agent.Add("status writer", lifecycle.RunnableFunc(func(ctx context.Context) error { return writer.Run(ctx, agent.Workers()) }))
+	_ = agent.Add("heartbeat", &nodestatus.Heartbeat{Client: cs, NodeName: node})
 
 	// 4. Run everything.
-	go func() { _ = writer.Run(ctx, workers) }()
-	go func() { _ = source.Run(ctx, config) }()
-	go func() { _ = (&kube.NodeHeartbeat{Client: cs, NodeName: node}).Run(ctx) }()
-	_ = handler.Run(ctx, config.Updates())
+	_ = agent.Run(ctx)
 }

@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2/textlogger"
 
-	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/kube/agent"
 	"github.com/podkit/podkit/examples/kube/clustertest"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 
@@ -187,7 +187,7 @@ func scriptSpec(script string) v1.PodSpec {
 
 // clusterNodeIP is the address the harness's nodes serve the kubelet API
 // on (clustertest's default).
-func clusterNodeIP() net.IP { return kube.HostIP() }
+func clusterNodeIP() net.IP { return nodestatus.HostIP() }
 
 // testContextFor returns a context that ends when t ends or after d.
 func testContextFor(t *testing.T, d time.Duration) context.Context {

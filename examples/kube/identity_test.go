@@ -11,7 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/mirrorpods"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 	"github.com/podkit/podkit/mirror"
 )
 
@@ -110,16 +111,16 @@ func testNodeIdentityRefusals(t *testing.T, c *cluster) {
 			[]byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
 		require.Error(t, err)
 		assert.ErrorContains(t, err, `node "ident-a" is not allowed to modify node "ident-b"`)
-		_, err = kube.NodeUID(a.CoreV1(), "ident-b")(ctx)
+		_, err = mirrorpods.NodeUID(a.CoreV1(), "ident-b")(ctx)
 		require.Error(t, err)
 		assert.ErrorContains(t, err, `node 'ident-a' cannot read 'ident-b', only its own Node object`)
 	})
 
 	// What the agent needs is allowed.
-	uid, err := kube.NodeUID(a.CoreV1(), "ident-a")(ctx)
+	uid, err := mirrorpods.NodeUID(a.CoreV1(), "ident-a")(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, nodeA.UID, uid)
-	hb := &kube.NodeHeartbeat{Client: a, NodeName: "ident-a"}
+	hb := &nodestatus.Heartbeat{Client: a, NodeName: "ident-a"}
 	require.NoError(t, hb.Beat(ctx), "a node may write its own status and lease")
 	n, err := a.CoreV1().Nodes().Get(ctx, "ident-a", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -131,7 +132,7 @@ func testNodeIdentityRefusals(t *testing.T, c *cluster) {
 	}
 	require.NotNil(t, ready, "the heartbeat set the Ready condition")
 	assert.Equal(t, v1.ConditionTrue, ready.Status)
-	lease, err := c.admin.CoordinationV1().Leases(kube.NodeLeaseNamespace).Get(ctx, "ident-a", metav1.GetOptions{})
+	lease, err := c.admin.CoordinationV1().Leases(nodestatus.LeaseNamespace).Get(ctx, "ident-a", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "ident-a", ptr.Deref(lease.Spec.HolderIdentity, ""))
 	require.NoError(t, hb.Beat(ctx), "a second beat renews")

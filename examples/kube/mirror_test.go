@@ -11,7 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/mirrorpods"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 	"github.com/podkit/podkit/mirror"
 )
 
@@ -32,7 +33,7 @@ func staticPod(t *testing.T, node, name string) *v1.Pod {
 	return pod
 }
 
-// testMirrorClient drives mirror.Client over kube.PodAPI and kube.NodeUID,
+// testMirrorClient drives mirror.Client over mirrorpods.PodAPI and mirrorpods.NodeUID,
 // with the node's own identity, against the real API server.
 func testMirrorClient(t *testing.T, c *cluster) {
 	const node = "mirror-node"
@@ -40,7 +41,7 @@ func testMirrorClient(t *testing.T, c *cluster) {
 	cs := c.nodeClient(t, node)
 
 	// Without a Node there is no UID to own the mirror.
-	client, err := mirror.NewClient(kube.NewPodAPI(cs.CoreV1()), mirror.ClientOptions{NodeName: node, NodeUID: kube.NodeUID(cs.CoreV1(), node)})
+	client, err := mirror.NewClient(mirrorpods.NewPodAPI(cs.CoreV1()), mirror.ClientOptions{NodeName: node, NodeUID: mirrorpods.NodeUID(cs.CoreV1(), node)})
 	require.NoError(t, err)
 	pod := staticPod(t, node, "web")
 	err = client.CreateMirrorPod(ctx, pod)
@@ -48,7 +49,7 @@ func testMirrorClient(t *testing.T, c *cluster) {
 	assert.True(t, apierrors.IsNotFound(err), "want the Node lookup's NotFound, got %v", err)
 
 	registered := c.registerNode(t, node)
-	again, err := kube.RegisterNode(ctx, cs.CoreV1(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
+	again, err := nodestatus.Register(ctx, cs.CoreV1(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
 	require.NoError(t, err, "registering an existing node reuses it")
 	assert.Equal(t, registered.UID, again.UID)
 
@@ -87,7 +88,7 @@ func testMirrorClient(t *testing.T, c *cluster) {
 	// pod that does not exist is not, so the client's read is Forbidden
 	// where an administrator's is NotFound; with the mirror's UID given the
 	// client deletes by that UID, and the API server answers NotFound.
-	adminClient, err := mirror.NewClient(kube.NewPodAPI(c.admin.CoreV1()), mirror.ClientOptions{NodeName: node, NodeUID: kube.NodeUID(c.admin.CoreV1(), node)})
+	adminClient, err := mirror.NewClient(mirrorpods.NewPodAPI(c.admin.CoreV1()), mirror.ClientOptions{NodeName: node, NodeUID: mirrorpods.NodeUID(c.admin.CoreV1(), node)})
 	require.NoError(t, err)
 	deleted, err = adminClient.DeleteMirrorPod(ctx, mirror.PodFullName(pod), nil)
 	require.NoError(t, err)

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/apisource"
 	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
 )
@@ -50,7 +50,7 @@ func uidsOf(pods []*v1.Pod) []types.UID {
 	return out
 }
 
-// testAPISource runs kube.APISource, as the node itself, into a real
+// testAPISource runs apisource.Source, as the node itself, into a real
 // podconfig.Config: the node's pods, and only they, arrive as PodUpdates
 // of the "api" source, first as one complete snapshot, then change by
 // change.
@@ -71,7 +71,7 @@ func testAPISource(t *testing.T, c *cluster) {
 
 	config, err := podconfig.New(podconfig.Options{})
 	require.NoError(t, err)
-	src, err := kube.NewAPISource(c.nodeClient(t, node).CoreV1(), node, kube.APISourceOptions{})
+	src, err := apisource.New(c.nodeClient(t, node).CoreV1(), node, apisource.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, mirror.ApiserverSource, src.Source())
 	runCtx, stop := context.WithCancel(ctx)

@@ -16,7 +16,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/statuswriter"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -50,7 +50,7 @@ func testStatusWriterRefusals(t *testing.T, c *cluster) {
 			return refusingPods{PodInterface: p, name: "refused", refusals: &refusals}
 		},
 	}}
-	writer, err := kube.NewStatusWriter(cs.CoreV1(), kube.StatusWriterOptions{NodeName: node, BackOff: 10 * time.Millisecond, MaxBackOff: 50 * time.Millisecond})
+	writer, err := statuswriter.New(cs.CoreV1(), statuswriter.Options{NodeName: node, BackOff: 10 * time.Millisecond, MaxBackOff: 50 * time.Millisecond})
 	require.NoError(t, err)
 	// Workers that run nothing and are synced: a pod they do not know is
 	// known not to run, as a pod rejected at admission is.

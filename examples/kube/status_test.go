@@ -22,7 +22,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/statuswriter"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
@@ -132,7 +132,7 @@ func condition(p *v1.Pod, t v1.PodConditionType) *v1.PodCondition {
 	return nil
 }
 
-// testStatusWriter drives kube.StatusWriter and kube.WrapSyncer with the
+// testStatusWriter drives statuswriter.Writer and statuswriter.WrapSyncer with the
 // real pod workers over a scripted runtime, as the node itself.
 func testStatusWriter(t *testing.T, c *cluster) {
 	const node = "writer-node"
@@ -142,9 +142,9 @@ func testStatusWriter(t *testing.T, c *cluster) {
 	pods := c.admin.CoreV1().Pods("default")
 
 	rt := &scriptedRuntime{pods: map[types.UID]*scriptedPod{}}
-	writer, err := kube.NewStatusWriter(cs.CoreV1(), kube.StatusWriterOptions{})
+	writer, err := statuswriter.New(cs.CoreV1(), statuswriter.Options{})
 	require.NoError(t, err)
-	workers, err := podworker.New(kube.WrapSyncer(rt.syncer(), writer, rt.status), podworker.Options[struct{}]{})
+	workers, err := podworker.New(statuswriter.WrapSyncer(rt.syncer(), writer, rt.status), podworker.Options[struct{}]{})
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -353,7 +353,7 @@ func TestStatusWriterRetriesFailedWrites(t *testing.T) {
 			pods:            func(p corev1client.PodInterface) corev1client.PodInterface { return flakyPods{PodInterface: p, f: f} },
 		}}
 		const syncTimeout = 5 * time.Second
-		writer, err := kube.NewStatusWriter(cs.CoreV1(), kube.StatusWriterOptions{
+		writer, err := statuswriter.New(cs.CoreV1(), statuswriter.Options{
 			BackOff: 10 * time.Millisecond, MaxBackOff: time.Second, SyncTimeout: syncTimeout, ResyncInterval: -1,
 		})
 		require.NoError(t, err)

@@ -40,7 +40,10 @@ type fakeAPIServer struct {
 	wake chan struct{}
 }
 
-var _ mirror.MirrorPodClient = (*fakeAPIServer)(nil)
+var (
+	_ mirror.MirrorPodClient = (*fakeAPIServer)(nil)
+	_ podconfig.Source       = (*fakeAPIServer)(nil)
+)
 
 // newFakeAPIServer returns an API server of node nodeName with no pods.
 // onChange, when not nil, is called after every change (it must not
@@ -239,6 +242,10 @@ func (s *fakeAPIServer) snapshot() []*v1.Pod {
 	}
 	return out
 }
+
+// Source is the name the fake's snapshots go under, the API server's; with
+// Run it makes the fake a podconfig.Source.
+func (s *fakeAPIServer) Source() string { return mirror.ApiserverSource }
 
 // Run publishes a snapshot to sink at once and after every change, until
 // ctx ends. It returns nil then, or the sink's error.

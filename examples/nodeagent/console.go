@@ -13,7 +13,7 @@ import (
 // transitions, the runtime's container events), so one that happened
 // earlier can arrive after one that happened later; it is then stamped
 // with the time of the line printed before it. Both runtimes' agents
-// embed it.
+// print through one.
 type console struct {
 	out   io.Writer
 	start time.Time
@@ -23,7 +23,7 @@ type console struct {
 	last time.Time
 }
 
-func newConsole(out io.Writer) console { return console{out: out, start: time.Now()} }
+func newConsole(out io.Writer) *console { return &console{out: out, start: time.Now()} }
 
 // lineAt prints one line about pod (empty: the agent), stamped with the
 // time since the agent started at t, when it happened (or at the latest

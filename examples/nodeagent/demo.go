@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,16 +74,17 @@ func writeDemoManifests(dir string) error {
 	return nil
 }
 
-// preflightDemo checks that every command of the demo can be found, so a
-// machine without them gets one clear error instead of failing pods.
-func (a *agent) preflightDemo() error {
+// preflightDemo checks that every command of the demo can be found in
+// rt, so a machine without them gets one clear error instead of failing
+// pods.
+func preflightDemo(rt *processruntime.Runtime) error {
 	pods, err := demoAPIPods()
 	if err != nil {
 		return err
 	}
 	for _, pod := range pods {
 		for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
-			if _, err := a.rt.LookPath(c.Command[0]); err != nil {
+			if _, err := rt.LookPath(c.Command[0]); err != nil {
 				return fmt.Errorf("the demo needs %q, which is missing: %w", c.Command[0], err)
 			}
 		}
@@ -90,55 +92,67 @@ func (a *agent) preflightDemo() error {
 	return nil
 }
 
-// playDemo plays the demo script: the API server binds five pods to the
+// demo is the demo script and what it plays on: the fake API server it
+// binds pods with, and the agent's records, runtime and workers it watches.
+type demo struct {
+	api      *fakeAPIServer
+	records  *podRecords
+	rt       *processruntime.Runtime
+	workers  *podworker.PodWorkers[processruntime.PodStatus]
+	say      func(format string, args ...any)
+	nodeName string
+	timeout  time.Duration
+}
+
+// play plays the demo script: the API server binds five pods to the
 // node while the manifest source delivers a static pod; once the graceful
 // pod runs it is deleted with a grace period of demoGrace seconds and, when
 // stopped, removed; the script ends when the job and the crashing pod have
 // finished and the static pod's mirror pod exists. The caller then shuts
 // the node down, which terminates the long-running pods. It returns an
 // error when a step does not happen within the demo timeout.
-func (a *agent) playDemo(ctx context.Context) error {
-	ctx, cancel := context.WithTimeoutCause(ctx, a.opts.demoTimeout, fmt.Errorf("the demo stalled: not done after %v", a.opts.demoTimeout))
+func (d *demo) play(ctx context.Context) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, d.timeout, fmt.Errorf("the demo stalled: not done after %v", d.timeout))
 	defer cancel()
 	pods, err := demoAPIPods()
 	if err != nil {
 		return err
 	}
 	for _, p := range pods {
-		p.Spec.NodeName = a.opts.nodeName
+		p.Spec.NodeName = d.nodeName
 	}
-	a.api.Create(pods...)
+	d.api.Create(pods...)
 
 	step := func(what string, cond func() bool) error {
-		if err := a.waitUntil(ctx, cond); err != nil {
+		if err := d.records.waitUntil(ctx, cond); err != nil {
 			return fmt.Errorf("waiting for %s: %w", what, err)
 		}
 		return nil
 	}
-	graceful, _ := a.api.Pod("graceful")
+	graceful, _ := d.api.Pod("graceful")
 	if err := step("the graceful pod to run", func() bool {
 		// Its first line is written once its SIGTERM trap is set.
-		return a.logContains(graceful.UID, "worker", "graceful: working")
+		return logContains(d.rt, graceful.UID, "worker", "graceful: working")
 	}); err != nil {
 		return err
 	}
-	a.say("demo: deleting default/graceful with a grace period of %ds", demoGrace)
-	a.api.Delete("graceful", demoGrace)
-	if err := step("the graceful pod to stop", a.stageReached(graceful.UID, podworker.StageTerminated)); err != nil {
+	d.say("demo: deleting default/graceful with a grace period of %ds", demoGrace)
+	d.api.Delete("graceful", demoGrace)
+	if err := step("the graceful pod to stop", d.records.stageReached(graceful.UID, podworker.StageTerminated)); err != nil {
 		return err
 	}
-	a.api.Remove("graceful")
+	d.api.Remove("graceful")
 
-	job, _ := a.api.Pod("job")
-	crashy, _ := a.api.Pod("crashy")
-	if err := step("the job to finish", a.stageReached(job.UID, podworker.StageTerminated)); err != nil {
+	job, _ := d.api.Pod("job")
+	crashy, _ := d.api.Pod("crashy")
+	if err := step("the job to finish", d.records.stageReached(job.UID, podworker.StageTerminated)); err != nil {
 		return err
 	}
-	if err := step("the crashing pod to succeed", a.stageReached(crashy.UID, podworker.StageTerminated)); err != nil {
+	if err := step("the crashing pod to succeed", d.records.stageReached(crashy.UID, podworker.StageTerminated)); err != nil {
 		return err
 	}
 	if err := step("the static pod's mirror pod", func() bool {
-		for _, info := range a.workers.Pods() {
+		for _, info := range d.workers.Pods() {
 			if info.Static && info.MirrorPod != nil {
 				return true
 			}
@@ -147,32 +161,21 @@ func (a *agent) playDemo(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	a.say("demo: done; the web pods run until the node shuts down")
+	d.say("demo: done; the web pods run until the node shuts down")
 	return nil
 }
 
-// stageReached returns a condition: the worker of uid reached stage (it
-// holds also once the worker is forgotten).
-func (a *agent) stageReached(uid types.UID, stage podworker.Stage) func() bool {
-	return func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		rec := a.pods[uid]
-		return rec != nil && rec.maxStage >= stage
-	}
-}
-
 // logContains reports whether the log of the pod's container (its
-// current instance) holds text (false while there is no log yet).
-func (a *agent) logContains(uid types.UID, container, text string) bool {
-	log, _ := a.containerLog(uid, container)
+// current instance) in rt holds text (false while there is no log yet).
+func logContains(rt *processruntime.Runtime, uid types.UID, container, text string) bool {
+	log, _ := containerLog(rt, uid, container)
 	return strings.Contains(log, text)
 }
 
 // containerLog returns the log of the current instance of the pod's
-// container.
-func (a *agent) containerLog(uid types.UID, container string) (string, error) {
+// container in rt.
+func containerLog(rt *processruntime.Runtime, uid types.UID, container string) (string, error) {
 	var log strings.Builder
-	err := a.rt.ReadLogs(context.Background(), uid, container, processruntime.LogOptions{}, &log)
+	err := rt.ReadLogs(context.Background(), uid, container, processruntime.LogOptions{}, &log)
 	return log.String(), err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -13,9 +14,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -128,15 +131,62 @@ func checkListenAddress(addr net.Addr, allowed bool) error {
 	return fmt.Errorf("%s is not a loopback address, and the endpoint has no authentication: listen on 127.0.0.1 or [::1], or pass --listen-non-loopback to serve every pod's spec to whoever can reach it", addr)
 }
 
+// podServer is the agent's HTTP endpoint (--listen): each pod's window,
+// PodInfo and status, and its containers' logs, read from the pod
+// workers, the agent's records and the runtime. As a lifecycle.Runnable it
+// serves until the agent stops. Its methods are safe for concurrent use.
+type podServer struct {
+	node     string
+	log      logr.Logger
+	records  *podRecords
+	workers  *podworker.PodWorkers[processruntime.PodStatus]
+	rt       *processruntime.Runtime
+	listener net.Listener
+	// slots holds a value per pod request being served (at most
+	// httpMaxInFlight); timeouts are the server's.
+	slots    chan struct{}
+	timeouts httpTimeouts
+}
+
+// newPodServer returns the endpoint over l (which it closes when Run
+// returns).
+func newPodServer(node string, l net.Listener, records *podRecords, workers *podworker.PodWorkers[processruntime.PodStatus], rt *processruntime.Runtime, log logr.Logger) *podServer {
+	return &podServer{
+		node: node, log: log, records: records, workers: workers, rt: rt, listener: l,
+		slots:    make(chan struct{}, httpMaxInFlight),
+		timeouts: defaultHTTPTimeouts,
+	}
+}
+
+// Run serves on the listener until ctx ends, then shuts the server down,
+// giving the requests in flight two seconds.
+func (s *podServer) Run(ctx context.Context) error {
+	srv := s.newHTTPServer()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(s.listener) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("the HTTP server stopped: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("the HTTP server stopped: %w", err)
+	}
+	return nil
+}
+
 // newHTTPServer returns the server of the agent's endpoint, with its
 // timeouts and limits.
-func (a *agent) newHTTPServer() *http.Server {
+func (s *podServer) newHTTPServer() *http.Server {
 	return &http.Server{
-		Handler:           a.httpHandler(),
-		ReadHeaderTimeout: a.httpTimeouts.readHeader,
-		ReadTimeout:       a.httpTimeouts.read,
-		WriteTimeout:      a.httpTimeouts.write,
-		IdleTimeout:       a.httpTimeouts.idle,
+		Handler:           s.httpHandler(),
+		ReadHeaderTimeout: s.timeouts.readHeader,
+		ReadTimeout:       s.timeouts.read,
+		WriteTimeout:      s.timeouts.write,
+		IdleTimeout:       s.timeouts.idle,
 		MaxHeaderBytes:    httpMaxHeaderBytes,
 	}
 }
@@ -147,25 +197,25 @@ func (a *agent) newHTTPServer() *http.Server {
 // http_logs.go, which sets its own write deadline per write). Secret-shaped values are redacted (redactPod). The pod
 // endpoints stream their JSON, one pod at a time, and serve at most
 // httpMaxInFlight requests at once.
-func (a *agent) httpHandler() http.Handler {
+func (s *podServer) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /pods", a.limited(a.servePods))
-	mux.HandleFunc("GET /pods/{uid}", a.limited(a.servePod))
-	mux.HandleFunc("GET /pods/{uid}/logs/{container}", a.logsHandler(maxLogStreams))
+	mux.HandleFunc("GET /pods", s.limited(s.servePods))
+	mux.HandleFunc("GET /pods/{uid}", s.limited(s.servePod))
+	mux.HandleFunc("GET /pods/{uid}/logs/{container}", s.logsHandler(maxLogStreams))
 	return mux
 }
 
 // limited serves with h while fewer than httpMaxInFlight pod requests are
 // being served, and with 503 otherwise.
-func (a *agent) limited(h http.HandlerFunc) http.HandlerFunc {
+func (s *podServer) limited(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case a.httpSlots <- struct{}{}:
-			defer func() { <-a.httpSlots }()
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
 			h(w, r)
 		default:
 			w.Header().Set("Retry-After", "1")
@@ -211,7 +261,7 @@ func parseToken(s string) (podKey, error) {
 }
 
 // servePods serves one page of /pods.
-func (a *agent) servePods(w http.ResponseWriter, r *http.Request) {
+func (s *podServer) servePods(w http.ResponseWriter, r *http.Request) {
 	limit := defaultPodsLimit
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -221,7 +271,7 @@ func (a *agent) servePods(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = min(n, maxPodsLimit)
 	}
-	keys := a.podKeys()
+	keys := s.podKeys()
 	start := 0
 	if s := r.URL.Query().Get("continue"); s != "" {
 		after, err := parseToken(s)
@@ -239,17 +289,17 @@ func (a *agent) servePods(w http.ResponseWriter, r *http.Request) {
 
 	w.Header().Set("Content-Type", "application/json")
 	bw := bufio.NewWriterSize(w, 32<<10)
-	head, _ := json.Marshal(a.opts.nodeName)
+	head, _ := json.Marshal(s.node)
 	fmt.Fprintf(bw, "{\n  \"node\": %s,\n  \"pods\": [", head)
 	written := 0
 	for _, k := range page {
-		v, ok := a.podView(k.UID)
+		v, ok := s.podView(k.UID)
 		if !ok {
 			continue // forgotten meanwhile
 		}
 		b, err := json.MarshalIndent(v, "    ", "  ")
 		if err != nil {
-			a.log.Error(err, "Encoding a pod for /pods failed", "pod", k.UID)
+			s.log.Error(err, "Encoding a pod for /pods failed", "pod", k.UID)
 			continue
 		}
 		if written > 0 {
@@ -274,9 +324,9 @@ func (a *agent) servePods(w http.ResponseWriter, r *http.Request) {
 }
 
 // servePod serves /pods/{uid}.
-func (a *agent) servePod(w http.ResponseWriter, r *http.Request) {
+func (s *podServer) servePod(w http.ResponseWriter, r *http.Request) {
 	uid := types.UID(r.PathValue("uid"))
-	v, ok := a.podView(uid)
+	v, ok := s.podView(uid)
 	if !ok {
 		writeJSONError(w, http.StatusNotFound, fmt.Sprintf("no pod with UID %q", uid))
 		return
@@ -289,21 +339,19 @@ func (a *agent) servePod(w http.ResponseWriter, r *http.Request) {
 
 // podKeys returns the keys of every pod the agent or the engine knows,
 // sorted.
-func (a *agent) podKeys() []podKey {
+func (s *podServer) podKeys() []podKey {
 	names := map[types.UID]string{}
-	for _, info := range a.workers.Pods() {
+	for _, info := range s.workers.Pods() {
 		names[info.UID] = ""
 		if info.Pod != nil {
 			names[info.UID] = info.Pod.Namespace + "/" + info.Pod.Name
 		}
 	}
-	a.mu.Lock()
-	for uid, rec := range a.pods {
+	for uid, name := range s.records.names() {
 		if names[uid] == "" {
-			names[uid] = rec.name
+			names[uid] = name
 		}
 	}
-	a.mu.Unlock()
 	keys := make([]podKey, 0, len(names))
 	for uid, name := range names {
 		keys = append(keys, podKey{Name: name, UID: uid})
@@ -314,18 +362,16 @@ func (a *agent) podKeys() []podKey {
 
 // podView gathers what the agent and the engine know of one pod, redacted;
 // false when neither knows it.
-func (a *agent) podView(uid types.UID) (podView, bool) {
+func (s *podServer) podView(uid types.UID) (podView, bool) {
 	v := podView{UID: uid}
-	info, inEngine := a.workers.Pod(uid)
+	info, inEngine := s.workers.Pod(uid)
 	if inEngine {
 		v.FullName, v.Worker = info.FullName, workerOf(info)
 		if info.Pod != nil {
 			v.Name = info.Pod.Namespace + "/" + info.Pod.Name
 		}
 	}
-	a.mu.Lock()
-	rec := a.pods[uid]
-	if rec != nil {
+	recorded := s.records.view(uid, func(rec *podRecord) {
 		if v.FullName == "" {
 			v.FullName = rec.fullName
 		}
@@ -335,19 +381,18 @@ func (a *agent) podView(uid types.UID) (podView, bool) {
 		if st, ok := rec.apiStatus(); ok {
 			v.Status = &st
 		}
-	}
-	a.mu.Unlock()
-	if !inEngine && rec == nil {
+	})
+	if !inEngine && !recorded {
 		return podView{}, false
 	}
 	v.Window = windowView{
-		IsPodKnownTerminated:             a.workers.IsPodKnownTerminated(uid),
-		CouldHaveRunningContainers:       a.workers.CouldHaveRunningContainers(uid),
-		ShouldPodBeFinished:              a.workers.ShouldPodBeFinished(uid),
-		IsPodTerminationRequested:        a.workers.IsPodTerminationRequested(uid),
-		ShouldPodContainersBeTerminating: a.workers.ShouldPodContainersBeTerminating(uid),
-		ShouldPodRuntimeBeRemoved:        a.workers.ShouldPodRuntimeBeRemoved(uid),
-		ShouldPodContentBeRemoved:        a.workers.ShouldPodContentBeRemoved(uid),
+		IsPodKnownTerminated:             s.workers.IsPodKnownTerminated(uid),
+		CouldHaveRunningContainers:       s.workers.CouldHaveRunningContainers(uid),
+		ShouldPodBeFinished:              s.workers.ShouldPodBeFinished(uid),
+		IsPodTerminationRequested:        s.workers.IsPodTerminationRequested(uid),
+		ShouldPodContainersBeTerminating: s.workers.ShouldPodContainersBeTerminating(uid),
+		ShouldPodRuntimeBeRemoved:        s.workers.ShouldPodRuntimeBeRemoved(uid),
+		ShouldPodContentBeRemoved:        s.workers.ShouldPodContentBeRemoved(uid),
 	}
 	return v, true
 }

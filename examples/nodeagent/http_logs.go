@@ -39,7 +39,7 @@ var logParams = []string{"follow", "previous", "timestamps", "tailLines", "since
 // client goes away. Bad parameters get 400, an unknown pod or container
 // (or no previous instance) 404, each with a message saying why; beyond
 // limit responses at once, 429.
-func (a *agent) logsHandler(limit int) http.HandlerFunc {
+func (s *podServer) logsHandler(limit int) http.HandlerFunc {
 	streams := make(chan struct{}, limit)
 	return func(w http.ResponseWriter, req *http.Request) {
 		select {
@@ -49,12 +49,12 @@ func (a *agent) logsHandler(limit int) http.HandlerFunc {
 			http.Error(w, fmt.Sprintf("nodeagent: %d log requests are being served already; try again later", limit), http.StatusTooManyRequests)
 			return
 		}
-		a.serveLogs(w, req)
+		s.serveLogs(w, req)
 	}
 }
 
 // serveLogs serves one logs request (see logsHandler).
-func (a *agent) serveLogs(w http.ResponseWriter, req *http.Request) {
+func (s *podServer) serveLogs(w http.ResponseWriter, req *http.Request) {
 	uid, container := types.UID(req.PathValue("uid")), req.PathValue("container")
 	opts, err := parseLogQuery(req.URL.Query(), time.Now())
 	if err != nil {
@@ -64,7 +64,7 @@ func (a *agent) serveLogs(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	lw := &logResponse{w: w, rc: http.NewResponseController(w)}
-	err = a.rt.ReadLogs(req.Context(), uid, container, opts, lw)
+	err = s.rt.ReadLogs(req.Context(), uid, container, opts, lw)
 	switch {
 	case err == nil, lw.wrote:
 		// Once the text has begun, an error can only end it.

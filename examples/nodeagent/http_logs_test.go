@@ -112,11 +112,11 @@ spec:
 		require.NoError(t, wait(), "output:\n%s", out.String())
 	}()
 	uid := uidOfEventually(t, a, "default/talker-test-node")
-	waitFor(t, a, "the first line", func() bool { return a.logContains(uid, "main", "one\n") })
+	waitFor(t, a, "the first line", func() bool { return logContains(a.rt, uid, "main", "one\n") })
 
 	// A server write timeout far shorter than a follow: each write of a
 	// log response has its own deadline.
-	srv := httptest.NewUnstartedServer(a.httpHandler())
+	srv := httptest.NewUnstartedServer(a.endpoint().httpHandler())
 	srv.Config.WriteTimeout = 300 * time.Millisecond
 	srv.Start()
 	defer srv.Close()
@@ -167,7 +167,7 @@ spec:
 
 	// Log responses at once are bounded.
 	mux := http.NewServeMux()
-	mux.Handle("GET /pods/{uid}/logs/{container}", a.logsHandler(2))
+	mux.Handle("GET /pods/{uid}/logs/{container}", a.endpoint().logsHandler(2))
 	limited := httptest.NewServer(mux)
 	defer limited.Close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -230,9 +230,9 @@ func uidOfEventually(t *testing.T, a *agent, name string) types.UID {
 	t.Helper()
 	var uid types.UID
 	waitFor(t, a, "pod "+name, func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		for u, rec := range a.pods {
+		a.records.mu.Lock()
+		defer a.records.mu.Unlock()
+		for u, rec := range a.records.pods {
 			if rec.name == name {
 				uid = u
 				return true

@@ -84,7 +84,7 @@ func TestTheEndpointRedactsSecrets(t *testing.T) {
 		}
 		return false
 	})
-	base := "http://" + a.listener.Addr().String()
+	base := "http://" + a.server.listener.Addr().String()
 	for _, path := range []string{"/pods", "/pods/" + string(uid)} {
 		code, body := get(t, base+path)
 		require.Equal(t, http.StatusOK, code, path)
@@ -148,17 +148,17 @@ func newIdleAgent(t *testing.T, n, size int) *agent {
 	a, err := newAgent(opts, io.Discard, logr.Discard())
 	require.NoError(t, err)
 	t.Cleanup(func() { a.rt.Close() })
+	a.server = a.endpoint() // it does not run: the test serves it
 	filler := strings.Repeat("x", size)
 	for i := range n {
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("pod-%05d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("uid-%05d", i)),
 			Annotations: map[string]string{"example.com/filler": filler},
 		}}
-		a.mu.Lock()
-		rec := a.recordLocked(pod.UID)
-		rec.setPodLocked(pod)
-		rec.rejected = &v1.PodStatus{Phase: v1.PodFailed, Reason: "Test", Message: filler}
-		a.mu.Unlock()
+		a.records.edit(pod.UID, func(rec *podRecord) {
+			rec.setPod(pod)
+			rec.rejected = &v1.PodStatus{Phase: v1.PodFailed, Reason: "Test", Message: filler}
+		})
 	}
 	return a
 }
@@ -166,7 +166,7 @@ func newIdleAgent(t *testing.T, n, size int) *agent {
 func TestPodsArePaged(t *testing.T) {
 	t.Parallel()
 	a := newIdleAgent(t, 7, 10)
-	srv := httptest.NewServer(a.httpHandler())
+	srv := httptest.NewServer(a.endpoint().httpHandler())
 	defer srv.Close()
 
 	var names []string
@@ -229,7 +229,7 @@ func TestTheEndpointListensOnLoopbackOnly(t *testing.T) {
 					t.Skipf("no such interface here: %v", err)
 				}
 				require.NoError(t, err)
-				a.listener.Close()
+				a.server.listener.Close()
 				a.rt.Close()
 				return
 			}
@@ -269,11 +269,11 @@ func TestSlowClientsDoNotGrowMemory(t *testing.T) {
 		clients = 40
 	)
 	a := newIdleAgent(t, pods, size)
-	a.httpTimeouts.write = 5 * time.Second
+	a.server.timeouts.write = 5 * time.Second
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ln := smallBuffers{tcp}
-	srv := a.newHTTPServer()
+	srv := a.server.newHTTPServer()
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 
@@ -291,7 +291,7 @@ func TestSlowClientsDoNotGrowMemory(t *testing.T) {
 	for range httpMaxInFlight {
 		request()
 	}
-	eventually(t, 20*time.Second, "the requests in flight to fill every slot", func() bool { return len(a.httpSlots) == httpMaxInFlight })
+	eventually(t, 20*time.Second, "the requests in flight to fill every slot", func() bool { return len(a.server.slots) == httpMaxInFlight })
 	// ... and the clients over the limit are told to come back later.
 	for range clients - httpMaxInFlight {
 		c := request()
@@ -306,7 +306,7 @@ func TestSlowClientsDoNotGrowMemory(t *testing.T) {
 	assert.Less(t, growth, int64(64<<20), "the agent's memory grows with the replies its slow clients do not read")
 
 	// The write timeout ends the stalled replies and frees their slots.
-	eventually(t, 20*time.Second, "the write timeout to free every slot", func() bool { return len(a.httpSlots) == 0 })
+	eventually(t, 20*time.Second, "the write timeout to free every slot", func() bool { return len(a.server.slots) == 0 })
 }
 
 // smallBuffers gives each accepted connection a small send buffer, so a

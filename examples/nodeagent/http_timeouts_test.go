@@ -28,10 +28,10 @@ const (
 func serveWithTimeouts(t *testing.T, timeouts httpTimeouts) string {
 	t.Helper()
 	a := newIdleAgent(t, 1, 10)
-	a.httpTimeouts = timeouts
+	a.server.timeouts = timeouts
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := a.newHTTPServer()
+	srv := a.server.newHTTPServer()
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
@@ -110,7 +110,7 @@ func TestTheEndpointClosesAnIdleConnection(t *testing.T) {
 func TestTheAgentsHTTPTimeouts(t *testing.T) {
 	t.Parallel()
 	a := newIdleAgent(t, 0, 0)
-	srv := a.newHTTPServer()
+	srv := a.server.newHTTPServer()
 	assert.Equal(t, 5*time.Second, srv.ReadHeaderTimeout)
 	assert.Equal(t, 10*time.Second, srv.ReadTimeout)
 	assert.Equal(t, 30*time.Second, srv.WriteTimeout)

@@ -8,7 +8,7 @@
 // restartPolicy OnFailure, a pod deleted while it runs that traps SIGTERM,
 // and a pod asking for more CPU than the node has, which admission
 // rejects) and from a static pod manifest, whose mirror pod the agent
-// creates in the fake API server. They flow through lifecycle.Handler
+// creates in the fake API server. They flow through a lifecycle.Agent
 // (admission, the config dispatcher, housekeeping) into
 // podworker.PodWorkers, whose hooks run the processruntime package. Every
 // lifecycle transition is printed as it happens, and a summary table at the

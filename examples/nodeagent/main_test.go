@@ -62,8 +62,14 @@ func testOptions(t *testing.T) options {
 // error. The output is in out.
 func startAgent(t *testing.T, opts options) (a *agent, out *syncBuffer, stop func(), wait func() error) {
 	t.Helper()
+	return startAgentWithLog(t, opts, logr.Discard())
+}
+
+// startAgentWithLog is startAgent with the agent's logs going to log.
+func startAgentWithLog(t *testing.T, opts options, log logr.Logger) (a *agent, out *syncBuffer, stop func(), wait func() error) {
+	t.Helper()
 	out = &syncBuffer{}
-	a, err := newAgent(opts, out, logr.Discard())
+	a, err := newAgent(opts, out, log)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -87,12 +93,21 @@ func startAgent(t *testing.T, opts options) (a *agent, out *syncBuffer, stop fun
 	return a, out, cancel, wait
 }
 
+// endpoint returns the agent's HTTP endpoint, or one made for the test
+// over the agent's parts when it has none (no --listen).
+func (a *agent) endpoint() *podServer {
+	if a.server != nil {
+		return a.server
+	}
+	return newPodServer(a.opts.nodeName, nil, a.records, a.workers, a.rt, a.log)
+}
+
 // uids returns the UIDs of every pod the agent has a record of.
 func (a *agent) uids() []types.UID {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.records.mu.Lock()
+	defer a.records.mu.Unlock()
 	var out []types.UID
-	for uid := range a.pods {
+	for uid := range a.records.pods {
 		out = append(out, uid)
 	}
 	return out
@@ -129,7 +144,7 @@ func waitFor(t *testing.T, a *agent, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require.NoError(t, a.waitUntil(ctx, cond), "waiting for %s", what)
+	require.NoError(t, a.records.waitUntil(ctx, cond), "waiting for %s", what)
 }
 
 func TestDemoRunsToItsSummary(t *testing.T) {
@@ -155,7 +170,7 @@ func TestDemoRunsToItsSummary(t *testing.T) {
 		"default/greedy":               {"Failed", 0, "-", "rejected: OutOfcpu"},
 		"default/static-web-test-node": {"Succeeded", 0, "server=0", "static, has a mirror pod"},
 	}
-	rows := a.summary()
+	rows, _ := a.timeline.summary()
 	got := map[string]summaryRow{}
 	for _, r := range rows {
 		got[r.Pod] = r
@@ -203,7 +218,7 @@ func TestDemoRunsToItsSummary(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(a.opts.stateDir, "runtime", "pods"))
 	require.NoError(t, err)
 	assert.Len(t, entries, len(left), "nothing but tombstones is left in the state directory")
-	log, err := a.containerLog(uidOf(t, a, "default/job"), "compute")
+	log, err := containerLog(a.rt, uidOf(t, a, "default/job"), "compute")
 	require.NoError(t, err)
 	assert.Equal(t, "job: 6 x 7 = 42\n", log, "the job's log outlives its cleanup")
 }
@@ -211,9 +226,9 @@ func TestDemoRunsToItsSummary(t *testing.T) {
 // uidOf returns the UID of the pod the agent knows by namespace/name.
 func uidOf(t *testing.T, a *agent, name string) types.UID {
 	t.Helper()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for uid, rec := range a.pods {
+	a.records.mu.Lock()
+	defer a.records.mu.Unlock()
+	for uid, rec := range a.records.pods {
 		if rec.name == name {
 			return uid
 		}
@@ -247,7 +262,7 @@ spec:
 		return false
 	})
 
-	srv := httptest.NewServer(a.httpHandler())
+	srv := httptest.NewServer(a.endpoint().httpHandler())
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/pods")
 	require.NoError(t, err)
@@ -275,7 +290,7 @@ spec:
 	assert.NotNil(t, p.Status.ContainerStatuses[0].State.Running)
 
 	// The same over --listen, and /healthz.
-	health, err := http.Get("http://" + a.listener.Addr().String() + "/healthz")
+	health, err := http.Get("http://" + a.server.listener.Addr().String() + "/healthz")
 	require.NoError(t, err)
 	data, _ := io.ReadAll(health.Body)
 	health.Body.Close()
@@ -288,7 +303,7 @@ spec:
 
 	// After the shutdown the endpoint tells the pod is gone for good.
 	rec := httptest.NewRecorder()
-	a.httpHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/pods", nil))
+	a.endpoint().httpHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/pods", nil))
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
 	require.Len(t, body.Pods, 1)
 	assert.True(t, body.Pods[0].Window.IsPodKnownTerminated)
@@ -330,7 +345,7 @@ spec:
 			}
 			if strings.HasPrefix(info.FullName, "stubborn") {
 				// A SIGTERM before the trap is set would end the shell.
-				if !a.logContains(info.UID, "main", "trapped") {
+				if !logContains(a.rt, info.UID, "main", "trapped") {
 					continue
 				}
 			}
@@ -350,7 +365,8 @@ spec:
 	requireNoProcess(t, a.rt, uids...)
 
 	rows := map[string]summaryRow{}
-	for _, r := range a.summary() {
+	list, _ := a.timeline.summary()
+	for _, r := range list {
 		rows[r.Pod] = r
 	}
 	assert.Equal(t, "main=137", rows["default/stubborn-test-node"].ExitCodes, "SIGKILL after the grace period")

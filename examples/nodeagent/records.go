@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"sort"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,11 +17,11 @@ import (
 // The agent keeps a record per pod it knows (for its output, /pods and
 // the summary) only while the pod is known somewhere else: in config, to
 // the engine, or to the runtime. Once it is known nowhere, housekeeping
-// prunes its record (pruneRecords), and what is left of the pod in the
+// prunes its record (podRecords.prune), and what is left of the pod in the
 // agent is its departed line: the row it had in the summary, kept for the
 // latest maxDeparted pods (older ones are only counted). The runtime's
 // tombstone of a pod (its logs and final states) lives while config has
-// the pod, and is pruned with it (pruneTombstones).
+// the pod, and is pruned with it (agent.pruneTombstones).
 
 // maxDeparted is how many pods that left the node keep their line in the
 // summary.
@@ -80,105 +82,170 @@ func (r *podRecord) apiStatus() (v1.PodStatus, bool) {
 	return processruntime.APIStatus(r.pod, r.runtime), true
 }
 
-// recordLocked returns the record of uid, creating it.
-func (a *agent) recordLocked(uid types.UID) *podRecord {
-	rec := a.pods[uid]
-	if rec == nil {
-		rec = &podRecord{uid: uid, firstSeen: time.Now()}
-		a.pods[uid] = rec
-		a.podsPeak = max(a.podsPeak, len(a.pods))
-	}
-	return rec
-}
-
-// setPodLocked records the desired pod of rec.
-func (rec *podRecord) setPodLocked(pod *v1.Pod) {
+// setPod records the desired pod of r.
+func (r *podRecord) setPod(pod *v1.Pod) {
 	if pod == nil {
 		return
 	}
-	rec.pod = pod
-	rec.name = pod.Namespace + "/" + pod.Name
-	rec.fullName = mirror.PodFullName(pod)
-	rec.static = mirror.IsStaticPod(pod)
+	r.pod = pod
+	r.name = pod.Namespace + "/" + pod.Name
+	r.fullName = mirror.PodFullName(pod)
+	r.static = mirror.IsStaticPod(pod)
 }
 
-// newLifeLocked forgets what rec knew of an earlier life of its UID (the
-// UID was terminated, and now runs again): its termination times, its
-// status and its rejection.
-func (rec *podRecord) newLifeLocked(stage podworker.Stage) {
-	rec.termRequested, rec.terminated, rec.finished = time.Time{}, time.Time{}, time.Time{}
-	rec.termReason = ""
-	rec.maxStage = stage
-	rec.rejected = nil
-	rec.runtime, rec.hasRuntime = processruntime.PodStatus{}, false
+// newLife forgets what r knew of an earlier life of its UID (the UID was
+// terminated, and now runs again): its termination times, its status and
+// its rejection.
+func (r *podRecord) newLife(stage podworker.Stage) {
+	r.termRequested, r.terminated, r.finished = time.Time{}, time.Time{}, time.Time{}
+	r.termReason = ""
+	r.maxStage = stage
+	r.rejected = nil
+	r.runtime, r.hasRuntime = processruntime.PodStatus{}, false
 }
 
-// pruneRecords drops the records of the pods that are known nowhere any
-// more: not in config, not to the engine, and not to the runtime (neither
-// running nor as a tombstone). It keeps each one's summary line among
-// the departed. It runs from housekeeping, inside the sync loop's critical
-// section (config cannot change meanwhile), once every config source has
-// delivered its pods: before that, a pod missing from config may just not
-// have arrived yet.
-func (a *agent) pruneRecords() {
-	if !a.handler.SourcesReady() {
-		return
+// podRecords holds the agent's records, and tells waiters of every change.
+// Its methods are safe for concurrent use; the functions they are given
+// run under its lock and must not call back into it.
+type podRecords struct {
+	mu   sync.Mutex
+	pods map[types.UID]*podRecord
+	// podsPeak is the most records pods held since it was last rebuilt.
+	podsPeak int
+	// departed are the summary lines of the latest pods whose records were
+	// pruned (at most maxDeparted, oldest first); departedDropped counts
+	// the older ones.
+	departed        []departedPod
+	departedDropped int
+	// changed is closed and replaced whenever a record changes.
+	changed chan struct{}
+}
+
+func newPodRecords() *podRecords {
+	return &podRecords{pods: map[types.UID]*podRecord{}, changed: make(chan struct{})}
+}
+
+// edit calls fn with the record of uid, made if there is none, and tells
+// the waiters.
+func (rs *podRecords) edit(uid types.UID, fn func(r *podRecord)) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.pods[uid]
+	if r == nil {
+		r = &podRecord{uid: uid, firstSeen: time.Now()}
+		rs.pods[uid] = r
+		rs.podsPeak = max(rs.podsPeak, len(rs.pods))
 	}
-	inRuntime := map[types.UID]bool{}
-	for _, list := range [][]podworker.RuntimePod{a.rt.RuntimePods(), a.rt.Tombstones()} {
-		for _, rp := range list {
-			inRuntime[rp.UID] = true
-		}
+	fn(r)
+	rs.notifyLocked()
+}
+
+// view calls fn with the record of uid and reports whether there is one.
+func (rs *podRecords) view(uid types.UID, fn func(r *podRecord)) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.pods[uid]
+	if r == nil {
+		return false
 	}
-	a.mu.Lock()
-	uids := make([]types.UID, 0, len(a.pods))
-	for uid := range a.pods {
-		if !inRuntime[uid] {
-			uids = append(uids, uid)
-		}
+	fn(r)
+	return true
+}
+
+// has reports whether uid has a record.
+func (rs *podRecords) has(uid types.UID) bool {
+	return rs.view(uid, func(*podRecord) {})
+}
+
+// names returns the namespace/name of every record.
+func (rs *podRecords) names() map[types.UID]string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	out := make(map[types.UID]string, len(rs.pods))
+	for uid, r := range rs.pods {
+		out[uid] = r.name
 	}
-	a.mu.Unlock()
-	var gone []types.UID
+	return out
+}
+
+// stageReached returns a condition: the worker of uid reached stage (it
+// holds also once the worker is forgotten).
+func (rs *podRecords) stageReached(uid types.UID, stage podworker.Stage) func() bool {
+	return func() bool {
+		reached := false
+		rs.view(uid, func(r *podRecord) { reached = r.maxStage >= stage })
+		return reached
+	}
+}
+
+// prune drops the records of the pods gone says are known nowhere any
+// more, keeping each one's summary line (row) among the departed. gone is
+// called without the lock held; row with it.
+func (rs *podRecords) prune(gone func(uid types.UID) bool, row func(r *podRecord) summaryRow) {
+	rs.mu.Lock()
+	uids := make([]types.UID, 0, len(rs.pods))
+	for uid := range rs.pods {
+		uids = append(uids, uid)
+	}
+	rs.mu.Unlock()
+	var drop []types.UID
 	for _, uid := range uids {
-		if _, inEngine := a.workers.Pod(uid); !inEngine && !a.inStore(uid) {
-			gone = append(gone, uid)
+		if gone(uid) {
+			drop = append(drop, uid)
 		}
 	}
-	if len(gone) == 0 {
+	if len(drop) == 0 {
 		return
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, uid := range gone {
-		rec := a.pods[uid]
-		if rec == nil {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, uid := range drop {
+		r := rs.pods[uid]
+		if r == nil {
 			continue
 		}
-		a.departed = append(a.departed, departedPod{firstSeen: rec.firstSeen, row: a.summaryRowLocked(rec)})
-		delete(a.pods, uid)
+		rs.departed = append(rs.departed, departedPod{firstSeen: r.firstSeen, row: row(r)})
+		delete(rs.pods, uid)
 	}
-	if n := len(a.departed) - maxDeparted; n > 0 {
-		a.departedDropped += n
-		a.departed = append([]departedPod(nil), a.departed[n:]...)
+	if n := len(rs.departed) - maxDeparted; n > 0 {
+		rs.departedDropped += n
+		rs.departed = append([]departedPod(nil), rs.departed[n:]...)
 	}
 	// A map does not give back the memory of deleted entries: rebuild it
 	// once it holds much less than it did.
-	if len(a.pods) < a.podsPeak/4 {
-		pods := make(map[types.UID]*podRecord, len(a.pods))
-		for uid, rec := range a.pods {
-			pods[uid] = rec
+	if len(rs.pods) < rs.podsPeak/4 {
+		pods := make(map[types.UID]*podRecord, len(rs.pods))
+		for uid, r := range rs.pods {
+			pods[uid] = r
 		}
-		a.pods, a.podsPeak = pods, len(pods)
+		rs.pods, rs.podsPeak = pods, len(pods)
 	}
-	a.notifyLocked()
+	rs.notifyLocked()
 }
 
-// sortedRecordsLocked returns the records in the order the pods were
-// first seen.
-func (a *agent) sortedRecordsLocked() []*podRecord {
-	recs := make([]*podRecord, 0, len(a.pods))
-	for _, rec := range a.pods {
-		recs = append(recs, rec)
+// rows returns the summary rows (row of each record, and the departed
+// lines) in the order pods were first seen, and how many departed lines
+// were dropped.
+func (rs *podRecords) rows(row func(r *podRecord) summaryRow) ([]summaryRow, int) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	lines := append([]departedPod(nil), rs.departed...)
+	for _, r := range rs.sortedLocked() {
+		lines = append(lines, departedPod{firstSeen: r.firstSeen, row: row(r)})
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].firstSeen.Before(lines[j].firstSeen) })
+	out := make([]summaryRow, len(lines))
+	for i, l := range lines {
+		out[i] = l.row
+	}
+	return out, rs.departedDropped
+}
+
+// sortedLocked returns the records in the order the pods were first seen.
+func (rs *podRecords) sortedLocked() []*podRecord {
+	recs := make([]*podRecord, 0, len(rs.pods))
+	for _, r := range rs.pods {
+		recs = append(recs, r)
 	}
 	sort.Slice(recs, func(i, j int) bool {
 		if !recs[i].firstSeen.Equal(recs[j].firstSeen) {
@@ -187,4 +254,39 @@ func (a *agent) sortedRecordsLocked() []*podRecord {
 		return recs[i].uid < recs[j].uid
 	})
 	return recs
+}
+
+// notify wakes waitUntil, for a change outside the records (the fake API
+// server's).
+func (rs *podRecords) notify() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.notifyLocked()
+}
+
+func (rs *podRecords) notifyLocked() {
+	close(rs.changed)
+	rs.changed = make(chan struct{})
+}
+
+// waitUntil blocks until cond holds or ctx ends (returning ctx's cause).
+// cond is checked after every change of the records, and every 200ms for
+// what no record change signals (the sources becoming ready).
+func (rs *podRecords) waitUntil(ctx context.Context, cond func() bool) error {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rs.mu.Lock()
+		ch := rs.changed
+		rs.mu.Unlock()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-tick.C:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
 }

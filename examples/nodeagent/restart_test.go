@@ -56,9 +56,9 @@ func TestARestartedAgentDoesNotRunAFinishedStaticJobAgain(t *testing.T) {
 	first, out, stop, wait := startAgent(t, opts)
 	var once, serve types.UID
 	waitFor(t, first, "both pods", func() bool {
-		first.mu.Lock()
-		defer first.mu.Unlock()
-		for uid, rec := range first.pods {
+		first.records.mu.Lock()
+		defer first.records.mu.Unlock()
+		for uid, rec := range first.records.pods {
 			switch rec.name {
 			case "default/once-test-node":
 				once = uid
@@ -68,9 +68,9 @@ func TestARestartedAgentDoesNotRunAFinishedStaticJobAgain(t *testing.T) {
 		}
 		return once != "" && serve != ""
 	})
-	waitFor(t, first, "the job to be cleaned up", first.stageReached(once, podworker.StageFinished))
+	waitFor(t, first, "the job to be cleaned up", first.records.stageReached(once, podworker.StageFinished))
 	waitFor(t, first, "the server to run", func() bool { return first.running(serve) })
-	log, err := first.containerLog(once, "main")
+	log, err := containerLog(first.rt, once, "main")
 	require.NoError(t, err, "the job's log is readable after its cleanup, while config has it")
 	assert.Equal(t, "once ran\n", log)
 	stop()
@@ -80,9 +80,9 @@ func TestARestartedAgentDoesNotRunAFinishedStaticJobAgain(t *testing.T) {
 	// The agent starts again on the same state directory, with the same
 	// manifests: same UIDs.
 	second, out, stop, wait := startAgent(t, opts)
-	waitFor(t, second, "the job to be cleaned up again", second.stageReached(once, podworker.StageFinished))
+	waitFor(t, second, "the job to be cleaned up again", second.records.stageReached(once, podworker.StageFinished))
 	waitFor(t, second, "the server to run again", func() bool { return second.running(serve) })
-	log, err = second.containerLog(once, "main")
+	log, err = containerLog(second.rt, once, "main")
 	require.NoError(t, err)
 	assert.Equal(t, "once ran\n", log, "the job did not run again")
 	st, err := second.rt.PodStatus(context.Background(), serve, time.Time{})
@@ -93,7 +93,7 @@ func TestARestartedAgentDoesNotRunAFinishedStaticJobAgain(t *testing.T) {
 	// The job leaves config: housekeeping removes its logs.
 	require.NoError(t, os.Remove(filepath.Join(opts.manifests, "once.yaml")))
 	waitFor(t, second, "the job to leave config", func() bool { return !second.inStore(once) })
-	require.NoError(t, second.handler.Housekeeping(context.Background()))
+	require.NoError(t, second.lc.SyncLoop().Housekeeping(context.Background()))
 	assert.NoDirExists(t, second.rt.PodDir(once), "the job's tombstone is gone with the job")
 	require.DirExists(t, second.rt.PodDir(serve))
 

@@ -16,12 +16,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	criapi "k8s.io/cri-api/pkg/apis"
 
 	"github.com/podkit/podkit/examples/cri"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/event"
 	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
-	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -72,21 +73,16 @@ func (o runtimeOptions) validate(opts options) error {
 }
 
 // criAgent is the agent over a CRI runtime: the static pods of a manifest
-// directory flow through lifecycle.Handler into podworker.PodWorkers, whose
+// directory flow through a lifecycle.Agent into the pod workers, whose
 // hooks are a cri.Syncer. It prints each pod's lifecycle transitions and
 // phase changes, and a summary at the end.
 type criAgent struct {
-	console
+	*console
 	opts options
 	log  logr.Logger
 
-	client    *cri.Client
-	syncer    *cri.Syncer
-	workers   *podworker.PodWorkers[*cri.PodStatus]
-	store     *podmanager.Manager
-	handler   *lifecycle.Handler
-	config    *podconfig.Config
-	manifests *podconfig.ManifestSource
+	syncer *cri.Syncer
+	lc     *lifecycle.Agent[*cri.PodStatus]
 
 	// mu guards statuses: each pod's last API status, from the syncer.
 	mu       sync.Mutex
@@ -99,54 +95,92 @@ type criPodStatus struct {
 	status v1.PodStatus
 }
 
+// criRuntime is the part of a CRI runtime the agent drives: *cri.Client
+// over a socket, or a fake in tests.
+type criRuntime interface {
+	criapi.PodSandboxManager
+	criapi.ContainerManager
+}
+
 // runCRI runs the agent over the CRI runtime at opts.criEndpoint until ctx
 // ends (a signal) or, with --until-idle, every pod has finished; then it
 // shuts the node down (every pod terminated with its grace period and
 // removed) and prints the summary. It returns the exit code.
 func runCRI(ctx context.Context, opts options, stdout, stderr io.Writer) int {
-	a := &criAgent{console: newConsole(stdout), opts: opts, log: newLogger(stderr, opts.verbosity), statuses: map[types.UID]criPodStatus{}}
-	if err := a.run(ctx); err != nil {
+	if err := dialAndRunCRI(ctx, opts, stdout, newLogger(stderr, opts.verbosity)); err != nil {
 		fmt.Fprintf(stderr, "nodeagent: %v\n", err)
 		return exitFailed
 	}
 	return exitOK
 }
 
-func (a *criAgent) run(ctx context.Context) error {
-	var err error
-	if a.client, err = cri.Dial(a.opts.criEndpoint); err != nil {
+// dialAndRunCRI connects to the CRI runtime and runs the agent over it.
+func dialAndRunCRI(ctx context.Context, opts options, out io.Writer, log logr.Logger) error {
+	client, err := cri.Dial(opts.criEndpoint)
+	if err != nil {
 		return err
 	}
-	defer a.client.Close()
+	defer client.Close()
 	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	version, err := a.client.Version(vctx)
+	version, err := client.Version(vctx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("the CRI runtime at %s does not answer: %w", a.opts.criEndpoint, err)
+		return fmt.Errorf("the CRI runtime at %s does not answer: %w", opts.criEndpoint, err)
 	}
-	a.say("connected to %s %s (CRI %s) at %s", version.GetRuntimeName(), version.GetRuntimeVersion(), version.GetRuntimeApiVersion(), a.opts.criEndpoint)
-	if err := a.build(version.GetRuntimeName()); err != nil {
+	a, err := newCRIAgent(opts, out, log, client, client, version.GetRuntimeName())
+	if err != nil {
 		return err
 	}
+	a.say("connected to %s %s (CRI %s) at %s", version.GetRuntimeName(), version.GetRuntimeVersion(), version.GetRuntimeApiVersion(), opts.criEndpoint)
+	return a.run(ctx)
+}
 
-	transitions := make(chan podworker.Transition, 1024)
-	sub := a.workers.Subscribe(transitions)
-	printed := make(chan struct{})
-	go func() {
-		defer close(printed)
-		for tr := range transitions {
-			a.lineAt(tr.Time, tr.FullName, tr.From.String()+" → "+tr.To.String())
-		}
-	}()
+// newCRIAgent assembles the agent over rt: the syncer, the lifecycle, the
+// manifest source and the printer of transitions. It starts nothing.
+func newCRIAgent(opts options, out io.Writer, log logr.Logger, rt criRuntime, images cri.ImageStatusReader, runtimeName string) (*criAgent, error) {
+	a := &criAgent{console: newConsole(out), opts: opts, log: log, statuses: map[types.UID]criPodStatus{}}
+	var err error
+	a.syncer, err = cri.New(rt, rt, cri.Options{
+		Images:         images,
+		LogDirectory:   filepath.Join(opts.stateDir, "cri-logs"),
+		RuntimeName:    runtimeName,
+		RestartBackOff: opts.restartBackOff,
+		OnStatus:       a.onStatus,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.lc, err = lifecycle.NewAgent(a.syncer, lifecycle.AgentOptions[*cri.PodStatus]{
+		Workers:  podworker.Options[*cri.PodStatus]{Status: a.syncer, ResyncInterval: criResync, BackOff: time.Second},
+		SyncLoop: lifecycle.SyncLoopOptions{RuntimePods: a.syncer},
+		Recorder: event.RecorderFunc(a.onEvent),
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	manifests, err := podconfig.NewManifestSource(opts.manifests, podconfig.ManifestOptions{
+		NodeName: opts.nodeName,
+		Interval: opts.manifestInterval,
+		Logger:   log.WithName("manifests"),
+		Recorder: a.lc.Recorder(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := a.lc.AddSource(opts.source(manifests)); err != nil {
+		return nil, err
+	}
+	return a, a.lc.Add("transitions", newTransitionPrinter(a.console, a.lc.Workers()))
+}
 
+// run runs the agent until ctx ends or, with --until-idle, every pod has
+// finished, then shuts the node down and prints the summary.
+func (a *criAgent) run(ctx context.Context) error {
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	runDone := make(chan error, 1)
-	go func() { runDone <- a.handler.Run(runCtx, a.config.Updates()) }()
-	srcCtx, stopSource := context.WithCancel(context.Background())
-	defer stopSource()
-	srcDone := make(chan error, 1)
-	go func() { srcDone <- a.manifests.Run(srcCtx, a.config) }()
+	go func() { runDone <- a.lc.Run(runCtx) }()
 
 	var errs []error
 	if a.opts.untilIdle {
@@ -160,71 +194,37 @@ func (a *criAgent) run(ctx context.Context) error {
 	}
 
 	a.say("shutting down the node: every pod is terminated with its grace period (budget %v)", a.opts.shutdownGrace)
-	errs = append(errs, shutdownNode(a.handler, a.opts.shutdownGrace)...)
+	errs = append(errs, shutdownNode(a.lc.NodeShutdown(), a.lc.SyncLoop(), a.opts.shutdownGrace)...)
 	cleanCtx, cancelClean := context.WithTimeout(context.Background(), 10*time.Second)
 	if err := a.poll(cleanCtx, a.cleanedUp); err != nil {
 		pods, _ := a.syncer.ListRuntimePods(context.Background())
 		errs = append(errs, fmt.Errorf("pods were not all removed from the runtime within 10s: %v", pods))
 	}
 	cancelClean()
-	stopSource()
-	if err := <-srcDone; err != nil && !errors.Is(err, context.Canceled) {
-		errs = append(errs, err)
-	}
 	stopRun()
 	if err := <-runDone; err != nil {
 		errs = append(errs, err)
 	}
-	sub.Close()
-	close(transitions)
-	<-printed
 	a.printSummary()
 	return errors.Join(errs...)
 }
 
-// build wires the syncer, the engine, the handler and the manifest source.
-func (a *criAgent) build(runtimeName string) error {
-	var err error
-	a.syncer, err = cri.New(a.client, a.client, cri.Options{
-		Images:         a.client,
-		LogDirectory:   filepath.Join(a.opts.stateDir, "cri-logs"),
-		RuntimeName:    runtimeName,
-		RestartBackOff: a.opts.restartBackOff,
-		OnStatus:       a.onStatus,
-	})
-	if err != nil {
-		return err
-	}
-	a.workers, err = podworker.New[*cri.PodStatus](a.syncer, podworker.Options[*cri.PodStatus]{
-		Status:         a.syncer,
-		ResyncInterval: criResync,
-		BackOff:        time.Second,
-		Logger:         a.log.WithName("podworker"),
-	})
-	if err != nil {
-		return err
-	}
-	a.store = podmanager.New()
-	recorder := lifecycle.RecorderFunc(a.onEvent)
-	if a.config, err = podconfig.New(podconfig.Options{Recorder: recorder, Logger: a.log.WithName("config")}); err != nil {
-		return err
-	}
-	a.handler, err = lifecycle.NewHandler(a.workers, a.store, lifecycle.Options{
-		RuntimePods: a.syncer,
-		Sources:     []string{mirror.FileSource},
-		Recorder:    recorder,
-		Logger:      a.log.WithName("lifecycle"),
-	})
-	if err != nil {
-		return err
-	}
-	a.manifests, err = podconfig.NewManifestSource(a.opts.manifests, podconfig.ManifestOptions{
-		NodeName: a.opts.nodeName,
-		Interval: a.opts.manifestInterval,
-		Logger:   a.log.WithName("manifests"),
-		Recorder: recorder,
-	})
-	return err
+// transitionPrinter prints each pod worker transition as a line of the
+// console. As a lifecycle.Runnable it prints until the agent stops, and
+// then the transitions still queued.
+type transitionPrinter struct{ q *transitionQueue }
+
+// newTransitionPrinter subscribes to the workers' transitions, so none is
+// missed before Run reads them.
+func newTransitionPrinter[T any](c *console, workers *podworker.PodWorkers[T]) transitionPrinter {
+	return transitionPrinter{q: newTransitionQueue(workers, 1024, func(tr podworker.Transition) {
+		c.lineAt(tr.Time, tr.FullName, tr.From.String()+" → "+tr.To.String())
+	})}
+}
+
+func (p transitionPrinter) Run(ctx context.Context) error {
+	p.q.drain(ctx)
+	return nil
 }
 
 // onStatus records the status the syncer derived for a pod and prints its
@@ -243,7 +243,7 @@ func (a *criAgent) onStatus(pod *v1.Pod, status v1.PodStatus) {
 	}
 }
 
-// onEvent prints the events the lifecycle package records.
+// onEvent prints the events the lifecycle records.
 func (a *criAgent) onEvent(_ runtime.Object, eventType, reason, messageFmt string, args ...any) {
 	a.say("event %s %s: %s", eventType, reason, fmt.Sprintf(messageFmt, args...))
 }
@@ -252,16 +252,17 @@ func (a *criAgent) onEvent(_ runtime.Object, eventType, reason, messageFmt strin
 // finished (its containers stopped for good), and the runtime holds no pod
 // the manifests do not want.
 func (a *criAgent) idle() bool {
-	if !a.handler.SourcesReady() {
+	if !a.lc.SyncLoop().SourcesReady() {
 		return false
 	}
-	for _, info := range a.workers.Pods() {
+	workers, store := a.lc.Workers(), a.lc.Store()
+	for _, info := range workers.Pods() {
 		if info.Stage < podworker.StageTerminated {
 			return false
 		}
 	}
-	for _, p := range a.store.GetPods() {
-		if info, ok := a.workers.Pod(p.UID); !ok || info.Stage < podworker.StageTerminated {
+	for _, p := range store.GetPods() {
+		if info, ok := workers.Pod(p.UID); !ok || info.Stage < podworker.StageTerminated {
 			return false
 		}
 	}
@@ -270,7 +271,7 @@ func (a *criAgent) idle() bool {
 		return false
 	}
 	for _, rp := range pods {
-		if _, ok := a.store.GetPodByUID(rp.UID); !ok {
+		if _, ok := store.GetPodByUID(rp.UID); !ok {
 			return false
 		}
 	}
@@ -280,7 +281,7 @@ func (a *criAgent) idle() bool {
 // cleanedUp reports whether every worker finished and the runtime holds
 // no pod of the agent.
 func (a *criAgent) cleanedUp() bool {
-	for _, info := range a.workers.Pods() {
+	for _, info := range a.lc.Workers().Pods() {
 		if !info.Finished && !(info.RuntimeOnly && info.Stage >= podworker.StageTerminated) {
 			return false
 		}

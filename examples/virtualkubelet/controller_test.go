@@ -255,6 +255,12 @@ func TestOrphansInTheBackendAreStoppedWithRetriesAndSurvivorsAdopted(t *testing.
 		e.create(newPod("kept", "uid-kept"))
 	}})
 
+	// The sync loop's housekeeping kills it as the kubelet kills a runtime
+	// pod no config wants (lifecycle.KillRuntimeOrphans): with a grace
+	// period of 1 second, while its stop fails and is retried.
+	info := e.waitStage("uid-ghost", "killed as an orphan", func(i podworker.PodInfo, ok bool) bool { return ok && i.RuntimeOnly })
+	assert.Equal(t, int64(1), info.GracePeriod)
+	assert.True(t, info.Deleted)
 	e.eventually("the ghost to be stopped and removed", func() bool { return e.remote("uid-ghost") == nil })
 	stops := e.calls("uid-ghost", simcloud.OpStop)
 	require.GreaterOrEqual(t, len(stops), 3)

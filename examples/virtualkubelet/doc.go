@@ -1,15 +1,23 @@
 // Package virtualkubelet is a virtual-kubelet provider built on podkit's
-// pod workers: a node.PodLifecycleHandler and node.PodNotifier (from
-// github.com/virtual-kubelet/virtual-kubelet v1.14.1) that runs pods on a
-// remote Backend and gives a provider author the kubelet's lifecycle
-// guarantees inside virtual-kubelet.
+// agent assembly (lifecycle.Agent): a node.PodLifecycleHandler and
+// node.PodNotifier (from github.com/virtual-kubelet/virtual-kubelet
+// v1.14.1) that runs pods on a remote Backend and gives a provider author
+// the kubelet's lifecycle guarantees inside virtual-kubelet.
+//
+// The pods virtual-kubelet hands over are the agent's API server source:
+// the provider sends them as full snapshots, and the agent's sync loop
+// turns them into the pod workers' updates and runs housekeeping (the
+// engine forgets finished pods no longer desired, and backend pods no pod
+// owns are killed as orphans, with lifecycle's one orphan kill); the
+// status notifier is one of the agent's loops.
 //
 // # What it guarantees
 //
 //   - CreatePod, UpdatePod and DeletePod never block on the backend: each
-//     becomes one podworker.PodWorkers.UpdatePod call, and the backend is
-//     called from the pod's worker, one call at a time per pod, with the
-//     engine's retries and backoff. GetPod, GetPods and GetPodStatus
+//     changes the desired pods the source sends (or, for a pod whose API
+//     object is gone, tells the engine at once), and the backend is called
+//     from the pod's worker, one call at a time per pod, with the engine's
+//     retries and backoff. GetPod, GetPods and GetPodStatus
 //     answer from the provider's records, the engine and the backend.
 //   - Pods are keyed by UID. A pod re-created under the same name while the
 //     old one still stops is a different pod: both exist in the backend
@@ -24,9 +32,11 @@
 //     second) cancels the stop in flight and reruns it, a longer one is
 //     ignored.
 //   - Orphans — backend pods no API pod owns — are stopped and removed
-//     with retries by a housekeeping loop (Backend must implement
-//     BackendLister); pods that survived a restart and still have their
-//     API object are adopted instead.
+//     with retries by the sync loop's housekeeping (Backend must implement
+//     BackendLister), with a grace period of 1 second, as the kubelet
+//     kills a runtime pod no config wants; pods that survived a restart
+//     and still have their API object are adopted instead, however long
+//     virtual-kubelet takes to hand them over again.
 //   - Statuses are pushed with NotifyPods; a final status is re-sent until
 //     the API server shows it.
 //
@@ -68,6 +78,10 @@
 //     without calling DeletePod. Workers are keyed by UID and outlive the
 //     API object, and housekeeping (SyncKnownPods with the pods the API
 //     server still has) catches a vanished pod that no DeletePod reported.
+//   - It has no notion of a source being ready: the provider's source is
+//     ready at once, and the pods virtual-kubelet has not handed over yet
+//     are protected by the API server's word (Options.Pods), not by
+//     waiting.
 //   - It drops a status notification it cannot place and gives up on a
 //     status write after 20 failures, and it ignores a repeated identical
 //     notification until its informer shows the API status differing. The
@@ -80,8 +94,9 @@
 // # Concurrency
 //
 // All methods of Provider are safe for concurrent use. Backend methods are
-// called from the engine's worker goroutines (and GetPods/GetPodStatus
-// from the caller's), concurrently for different UIDs. The NotifyPods
+// called from the engine's worker goroutines (GetPods/GetPodStatus from
+// the caller's, List from the sync loop's housekeeping), concurrently for
+// different UIDs. The NotifyPods
 // callback is called from Options.NotifyWorkers goroutines, never twice at
 // once for one pod.
 package virtualkubelet

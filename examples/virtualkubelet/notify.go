@@ -2,10 +2,12 @@ package virtualkubelet
 
 import (
 	"context"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/podkit/podkit/internal/podstatus"
 )
@@ -29,6 +31,34 @@ func (p *Provider) NotifyPods(_ context.Context, notify func(*v1.Pod)) {
 	defer p.mu.Unlock()
 	p.notify = notify
 	p.enqueueAllLocked()
+}
+
+// notifier sends the statuses of the provider's pods through the
+// NotifyPods callback, from Options.NotifyWorkers goroutines: one of the
+// provider's agent's loops, which stops after the engine, so the final
+// statuses of the last hooks are still queued.
+type notifier struct{ p *Provider }
+
+// Run makes the queue of statuses to send, sends them until ctx ends, and
+// returns once every send in flight returned.
+func (n notifier) Run(ctx context.Context) error {
+	p := n.p
+	p.mu.Lock()
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](p.opts.NotifyRetry, p.opts.NotifyRetryMax)
+	p.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{Clock: p.opts.Clock})
+	p.enqueueAllLocked()
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for range p.opts.NotifyWorkers {
+		wg.Go(func() {
+			for p.notifyNext(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	p.queue.ShutDown()
+	wg.Wait()
+	return nil
 }
 
 func (p *Provider) enqueueLocked(uid types.UID) {

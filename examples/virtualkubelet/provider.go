@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -95,8 +96,11 @@ func (o *Options) complete() error {
 }
 
 // Provider is a virtual-kubelet provider (node.PodLifecycleHandler and
-// node.PodNotifier) that runs pods on a Backend through podworker's
-// engine. See the package doc for what it guarantees.
+// node.PodNotifier) that runs pods on a Backend through a lifecycle.Agent:
+// the pods virtual-kubelet hands it are the agent's config source (the API
+// server's), its sync loop drives the pod workers and does housekeeping,
+// and the status notifier is one of its loops. See the package doc for
+// what it guarantees.
 //
 // Create it with New and start it with Run. All methods are safe for
 // concurrent use.
@@ -106,12 +110,15 @@ type Provider struct {
 	updater BackendUpdater // nil when the backend cannot update
 	api     corev1listers.PodLister
 	opts    Options
+	agent   *lifecycle.Agent[*RemotePod]
 	workers *podworker.PodWorkers[*RemotePod]
+	// changed has a value when the desired pods changed and the source has
+	// not yet sent them.
+	changed chan struct{}
 
-	// mu guards everything below. It is never held while the backend or
-	// the NotifyPods callback runs; it is held across the engine's
-	// UpdatePod and SyncKnownPods (which never block) so that the desired
-	// set housekeeping hands the engine cannot miss a pod being created.
+	// mu guards everything below. It is never held while the backend, the
+	// NotifyPods callback or the sync loop runs; it is held across the
+	// engine's UpdatePod (which never blocks).
 	mu sync.Mutex
 	// entries holds every pod the provider was given and the engine has
 	// not forgotten, by UID.
@@ -122,8 +129,9 @@ type Provider struct {
 	// notify is the callback NotifyPods registered; nil before.
 	notify func(*v1.Pod)
 	// queue holds UIDs whose status is to be sent; nil until Run.
-	queue   workqueue.TypedRateLimitingInterface[types.UID]
-	started bool
+	queue workqueue.TypedRateLimitingInterface[types.UID]
+	// started is set by Run, stopped once it returned.
+	started, stopped bool
 }
 
 // entry is what the provider keeps for one pod UID.
@@ -173,19 +181,36 @@ func New(backend Backend, opts Options) (*Provider, error) {
 	}
 	p.lister, _ = backend.(BackendLister)
 	p.updater, _ = backend.(BackendUpdater)
-	w, err := podworker.New[*RemotePod](&syncer{p: p}, podworker.Options[*RemotePod]{
-		Status:             statusSource{p: p},
-		MaxConcurrentSyncs: opts.MaxConcurrentSyncs,
-		ResyncInterval:     opts.ResyncInterval,
-		BackOff:            opts.BackOff,
-		MaxBackOff:         opts.MaxBackOff,
-		Clock:              opts.Clock,
-		Logger:             opts.Logger,
+	p.changed = make(chan struct{}, 1)
+	a, err := lifecycle.NewAgent[*RemotePod](&syncer{p: p}, lifecycle.AgentOptions[*RemotePod]{
+		Workers: podworker.Options[*RemotePod]{
+			Status:             statusSource{p: p},
+			MaxConcurrentSyncs: opts.MaxConcurrentSyncs,
+			ResyncInterval:     opts.ResyncInterval,
+			BackOff:            opts.BackOff,
+			MaxBackOff:         opts.MaxBackOff,
+			Logger:             opts.Logger,
+		},
+		SyncLoop: lifecycle.SyncLoopOptions{
+			RuntimePods:          lifecycle.RuntimePodListerFunc(p.housekeeping),
+			HousekeepingInterval: opts.HousekeepingInterval,
+		},
+		Logger: opts.Logger,
+		Clock:  opts.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("virtualkubelet: %w", err)
 	}
-	p.workers = w
+	for _, err := range []error{
+		a.AddSource(apiSource{p: p}),
+		a.Add("status notifier", notifier{p: p}),
+		a.Add("pod records", records{p: p}),
+	} {
+		if err != nil {
+			return nil, fmt.Errorf("virtualkubelet: %w", err)
+		}
+	}
+	p.agent, p.workers = a, a.Workers()
 	return p, nil
 }
 
@@ -195,10 +220,20 @@ func New(backend Backend, opts Options) (*Provider, error) {
 // updates of their own.
 func (p *Provider) PodWorkers() *podworker.PodWorkers[*RemotePod] { return p.workers }
 
-// Run runs the engine, the housekeeping loop and the status notifier until
-// ctx ends, then waits for all of them (and every backend call they made)
-// to return. It returns nil after ctx ends, or an error if called twice.
-// Pods given before Run are acted on once it runs.
+// Agent returns the lifecycle.Agent the provider runs on, for the loops a
+// provider author adds around the backend before Run (per-pod loops, a
+// metrics server: Agent.Add), and for RequestSync, by which a backend's
+// own events (a container exited) have a pod synced at once rather than at
+// its next resync.
+func (p *Provider) Agent() *lifecycle.Agent[*RemotePod] { return p.agent }
+
+// Run runs the provider's agent (lifecycle.Agent.Run): the source of the
+// pods virtual-kubelet hands over, the sync loop with its housekeeping, the
+// engine, and the status notifier, until ctx ends; it then waits for all of
+// them (and every backend call they made) to return. It returns nil after
+// ctx ends, or an error if called twice or if a part failed. Pods given
+// before Run are acted on once it runs; after it returned, CreatePod,
+// UpdatePod and DeletePod return podworker.ErrStopped.
 func (p *Provider) Run(ctx context.Context) error {
 	p.mu.Lock()
 	if p.started {
@@ -206,25 +241,12 @@ func (p *Provider) Run(ctx context.Context) error {
 		return errors.New("virtualkubelet: Run called twice")
 	}
 	p.started = true
-	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](p.opts.NotifyRetry, p.opts.NotifyRetryMax)
-	p.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{Clock: p.opts.Clock})
-	p.enqueueAllLocked()
 	p.mu.Unlock()
-
-	var wg sync.WaitGroup
-	var runErr error
-	wg.Go(func() { runErr = p.workers.Run(ctx) })
-	wg.Go(func() { p.housekeepingLoop(ctx) })
-	for range p.opts.NotifyWorkers {
-		wg.Go(func() {
-			for p.notifyNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	p.queue.ShutDown()
-	wg.Wait()
-	return runErr
+	err := p.agent.Run(ctx)
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	return err
 }
 
 func nameKey(namespace, name string) string { return namespace + "/" + name }
@@ -264,20 +286,17 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) error {
 	return p.apply(ctx, pod.DeepCopy())
 }
 
-// apply records pod as the desired state of its UID and tells the engine.
+// apply records pod as the desired state of its UID; the source sends it
+// to the sync loop (a new UID is an addition, a known one an update).
 func (p *Provider) apply(ctx context.Context, pod *v1.Pod) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.stopped {
+		return podworker.ErrStopped
+	}
 	e, known := p.entries[pod.UID]
-	updateType := podworker.SyncPodUpdate
 	if !known {
 		e = &entry{}
-		updateType = podworker.SyncPodCreate
-	}
-	if err := p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: updateType, Pod: pod}); err != nil {
-		return err
-	}
-	if !known {
 		p.entries[pod.UID] = e
 		p.claimNameLocked(ctx, pod)
 	}
@@ -285,6 +304,7 @@ func (p *Provider) apply(ctx context.Context, pod *v1.Pod) error {
 	if pod.DeletionTimestamp != nil {
 		e.deleting = true
 	}
+	p.changedLocked()
 	return nil
 }
 
@@ -304,9 +324,13 @@ func (p *Provider) claimNameLocked(ctx context.Context, pod *v1.Pod) {
 }
 
 // goneLocked records that e's API object no longer exists and stops it:
-// for the engine it is a pod deleted with grace 0 (which the engine takes
+// it leaves the desired pods the source sends, and the engine is told at
+// once (a runtime event, not a config change, so it does not wait for the
+// sync loop) that it is a pod deleted with grace 0 (which the engine takes
 // as 1 second), so the window reports it deleted and its grace shortens to
-// 1 second, cancelling a longer stop in flight.
+// 1 second, cancelling a longer stop in flight. (The sync loop's kill of a
+// pod removed from config carries the pod's own, longer, grace period,
+// which the engine ignores: grace periods only shorten.)
 func (p *Provider) goneLocked(ctx context.Context, uid types.UID, e *entry) {
 	e.gone, e.deleting = true, true
 	pod := e.pod.DeepCopy()
@@ -316,7 +340,8 @@ func (p *Provider) goneLocked(ctx context.Context, uid types.UID, e *entry) {
 	}
 	pod.DeletionGracePeriodSeconds = new(int64(0))
 	e.pod = pod
-	if err := p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod}); err != nil {
+	p.changedLocked()
+	if err := p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod}); err != nil && !errors.Is(err, podworker.ErrStopped) {
 		// Housekeeping terminates it as an orphan if the engine is still up.
 		p.opts.Logger.Error(err, "Stopping a pod whose API object is gone", "podUID", uid)
 	}
@@ -341,30 +366,29 @@ func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) error {
 	pod = pod.DeepCopy()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.stopped {
+		return podworker.ErrStopped
+	}
 	e := p.entries[pod.UID]
 	switch {
 	case e == nil && pod.DeletionTimestamp == nil:
+		// Nothing of it is desired: it is a backend pod to stop, which only
+		// the engine hears of.
 		return p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{
 			UpdateType: podworker.SyncPodKill,
 			RunningPod: &podworker.RuntimePod{UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name},
 		})
 	case e == nil:
-		if err := p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod}); err != nil {
-			return err
-		}
 		p.entries[pod.UID] = &entry{pod: pod, deleting: true}
 		p.claimNameLocked(ctx, pod)
-		return nil
 	case pod.DeletionTimestamp == nil:
 		p.goneLocked(ctx, pod.UID, e)
 		return nil
 	default:
-		if err := p.workers.UpdatePod(ctx, podworker.UpdatePodOptions{UpdateType: podworker.SyncPodKill, Pod: pod}); err != nil {
-			return err
-		}
 		e.pod, e.deleting = pod, true
-		return nil
 	}
+	p.changedLocked()
+	return nil
 }
 
 // GetPod returns the pod that holds namespace/name, with its newest

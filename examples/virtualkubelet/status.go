@@ -82,7 +82,7 @@ func podStatus(pod *v1.Pod, rp *RemotePod) v1.PodStatus {
 	}
 	n := len(pod.Spec.Containers)
 	st.Phase = phase(pod, st.ContainerStatuses, n > 0 && exited == n)
-	setConditions(&st, rp, n > 0 && running == n, lastStart, lastFinish)
+	setConditions(pod, &st, rp, lastStart, lastFinish)
 	return st
 }
 
@@ -121,49 +121,59 @@ func finalStatus(pod *v1.Pod, rp *RemotePod, last *v1.PodStatus) v1.PodStatus {
 		lastFinish = later(lastFinish, cs.State.Terminated.FinishedAt.Time)
 	}
 	st.Phase = phase(pod, st.ContainerStatuses, true)
-	setConditions(&st, rp, false, time.Time{}, lastFinish)
+	setConditions(pod, &st, rp, time.Time{}, lastFinish)
 	return st
 }
 
 // phase is the kubelet's phase (podstatus.Phase) of pod's containers with
-// statuses; stopped says none will run again. The backend runs the regular
-// containers only and applies the restart policy itself, so a container it
-// reports exited is done: the pod is stopped once all have exited.
+// statuses; stopped says none will run again.
 func phase(pod *v1.Pod, statuses []v1.ContainerStatus, stopped bool) v1.PodPhase {
-	spec := v1.PodSpec{Containers: pod.Spec.Containers, RestartPolicy: pod.Spec.RestartPolicy}
-	return podstatus.Phase(&spec, nil, statuses, stopped)
+	return podstatus.Phase(&backendView(pod).Spec, nil, statuses, stopped)
 }
 
-// setConditions fills the four standard pod conditions. Transition times
-// come from the backend's own timestamps so that an unchanged pod yields an
-// equal status.
-func setConditions(st *v1.PodStatus, rp *RemotePod, ready bool, lastStart, lastFinish time.Time) {
+// backendView is pod as the backend runs it: its regular containers only
+// (the backend runs no init container and applies the restart policy
+// itself, so a container it reports exited is done), with pod's
+// generation, readiness gates and status conditions (which the gates are
+// read from).
+func backendView(pod *v1.Pod) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Generation: pod.Generation},
+		Spec: v1.PodSpec{
+			Containers:     pod.Spec.Containers,
+			RestartPolicy:  pod.Spec.RestartPolicy,
+			ReadinessGates: pod.Spec.ReadinessGates,
+		},
+		Status: v1.PodStatus{Conditions: pod.Status.Conditions},
+	}
+}
+
+// setConditions sets st's conditions, as every podkit runtime derives them
+// (podstatus.Conditions, without a sandbox condition: the backend has no
+// sandbox), over the containers the backend runs. Transition times come
+// from the backend's own timestamps, so that an unchanged pod yields an
+// equal status: PodScheduled and Initialized when the backend created the
+// pod; ContainersReady and Ready when the last container started (while
+// they are True), when the last one finished (once the pod is terminal),
+// or at creation otherwise.
+func setConditions(pod *v1.Pod, st *v1.PodStatus, rp *RemotePod, lastStart, lastFinish time.Time) {
 	var created time.Time
 	if rp != nil {
 		created = rp.CreatedAt
 	}
-	cond := func(t v1.PodConditionType, ok bool, at time.Time, reason string) v1.PodCondition {
-		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(at)}
-		if ok {
-			c.Status = v1.ConditionTrue
-		} else {
-			c.Reason = reason
+	st.Conditions = podstatus.Conditions(backendView(pod), st, podstatus.NoSandboxCondition)
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		at := created
+		if c.Type == v1.ContainersReady || c.Type == v1.PodReady {
+			switch {
+			case c.Status == v1.ConditionTrue:
+				at = lastStart
+			case podstatus.IsTerminal(st.Phase):
+				at = later(created, lastFinish)
+			}
 		}
-		return c
-	}
-	terminal := podstatus.IsTerminal(st.Phase)
-	readyAt, notReason := created, "ContainersNotReady"
-	switch {
-	case ready:
-		readyAt = lastStart
-	case terminal:
-		readyAt, notReason = later(created, lastFinish), "PodCompleted"
-	}
-	st.Conditions = []v1.PodCondition{
-		cond(v1.PodScheduled, true, created, ""),
-		cond(v1.PodInitialized, rp != nil || terminal, created, "PodNotCreated"),
-		cond(v1.ContainersReady, ready, readyAt, notReason),
-		cond(v1.PodReady, ready, readyAt, notReason),
+		c.LastTransitionTime = metav1.NewTime(at)
 	}
 }
 

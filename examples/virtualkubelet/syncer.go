@@ -11,6 +11,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -127,10 +128,11 @@ func (s *syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rp *RemoteP
 }
 
 // SyncTerminatingRuntimePod stops and removes a pod that only the backend
-// knows (an orphan), with a grace period of 1 second.
+// knows (an orphan), with the grace period podkit gives orphans
+// (lifecycle.OrphanGracePeriodSeconds, 1 second, as the kubelet).
 func (s *syncer) SyncTerminatingRuntimePod(ctx context.Context, pod podworker.RuntimePod) error {
 	b := s.p.backend
-	if err := b.Stop(ctx, pod.UID, time.Second); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := b.Stop(ctx, pod.UID, time.Duration(lifecycle.OrphanGracePeriodSeconds)*time.Second); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("stopping orphaned pod %s/%s (%s): %w", pod.Namespace, pod.Name, pod.UID, err)
 	}
 	if err := b.Remove(ctx, pod.UID); err != nil && !errors.Is(err, ErrNotFound) {

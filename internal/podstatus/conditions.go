@@ -3,8 +3,10 @@ package podstatus
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Reasons and messages of the conditions a node agent sets, as the kubelet
@@ -183,4 +185,69 @@ func SetCondition(status *v1.PodStatus, cond v1.PodCondition) {
 		return
 	}
 	status.Conditions = append(status.Conditions, cond)
+}
+
+// Sandbox is what a runtime knows of a pod's sandbox, the input of the
+// PodReadyToStartContainers condition (Conditions).
+type Sandbox int
+
+const (
+	// NoSandboxCondition: the runtime has no notion of a sandbox (a
+	// virtual-kubelet backend); the condition is left out.
+	NoSandboxCondition Sandbox = iota
+	// SandboxMissing: the pod has no sandbox, yet or any more.
+	SandboxMissing
+	// SandboxNotReady: the pod's sandbox exists and is not ready (it was
+	// stopped).
+	SandboxNotReady
+	// SandboxReady: the pod's sandbox is ready to start containers.
+	SandboxReady
+)
+
+// Conditions returns the conditions a node agent reports for pod whose
+// status st already has its phase and container statuses, in the
+// kubelet's order: PodReadyToStartContainers (from sandbox; left out for
+// NoSandboxCondition), Initialized, Ready, ContainersReady, and
+// PodScheduled (True: the pod is on the node). Each observes
+// pod.Generation and has no transition time; StampTransitions sets those.
+// It is the one assembly of the rules above, so every runtime of podkit
+// reports the same conditions. Neither pod nor st is modified.
+func Conditions(pod *v1.Pod, st *v1.PodStatus, sandbox Sandbox) []v1.PodCondition {
+	var out []v1.PodCondition
+	if sandbox != NoSandboxCondition {
+		c := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}
+		switch sandbox {
+		case SandboxMissing:
+			c = notTrue(c, ReasonPodSandboxNotReady, MessageNoPodSandbox)
+		case SandboxNotReady:
+			c = notTrue(c, ReasonPodSandboxNotReady, MessagePodSandboxNotReady)
+		}
+		out = append(out, c)
+	}
+	containersReady := ContainersReadyCondition(&pod.Spec, st.Phase, st.InitContainerStatuses, st.ContainerStatuses)
+	out = append(out,
+		InitializedCondition(&pod.Spec, st.Phase, st.InitContainerStatuses, st.ContainerStatuses),
+		ReadyCondition(pod, containersReady),
+		containersReady,
+		v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue},
+	)
+	for i := range out {
+		out[i].ObservedGeneration = pod.Generation
+	}
+	return out
+}
+
+// StampTransitions sets the transition time of each of conds: that of the
+// condition of its type in previous (a pod's last reported conditions)
+// when its status is the same, and now otherwise, as the kubelet's status
+// manager keeps transition times. conds is modified in place.
+func StampTransitions(conds, previous []v1.PodCondition, now time.Time) {
+	for i := range conds {
+		conds[i].LastTransitionTime = metav1.NewTime(now)
+		for _, old := range previous {
+			if old.Type == conds[i].Type && old.Status == conds[i].Status {
+				conds[i].LastTransitionTime = old.LastTransitionTime
+			}
+		}
+	}
 }

@@ -122,3 +122,53 @@ func TestSetCondition(t *testing.T) {
 	podstatus.SetCondition(status, flipped)
 	assert.Equal(t, flipped, status.Conditions[0], "a changed status takes the new transition time")
 }
+
+func TestConditions(t *testing.T) {
+	ready := runningStatus("a")
+	ready.Ready = true
+	pod := &v1.Pod{Spec: *spec(v1.RestartPolicyAlways, nil, nil, "a")}
+	pod.Generation = 3
+	st := &v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: statuses(ready)}
+
+	got := podstatus.Conditions(pod, st, podstatus.SandboxReady)
+	want := []v1.PodCondition{
+		{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue, ObservedGeneration: 3},
+		{Type: v1.PodInitialized, Status: v1.ConditionTrue, ObservedGeneration: 3},
+		{Type: v1.PodReady, Status: v1.ConditionTrue, ObservedGeneration: 3},
+		{Type: v1.ContainersReady, Status: v1.ConditionTrue, ObservedGeneration: 3},
+		{Type: v1.PodScheduled, Status: v1.ConditionTrue, ObservedGeneration: 3},
+	}
+	assert.Equal(t, want, got, "the kubelet's order, each observing the generation")
+
+	sandboxOf := func(s podstatus.Sandbox) []v1.PodCondition { return podstatus.Conditions(pod, st, s) }
+	assert.Equal(t, v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse, ObservedGeneration: 3,
+		Reason: podstatus.ReasonPodSandboxNotReady, Message: podstatus.MessageNoPodSandbox}, sandboxOf(podstatus.SandboxMissing)[0])
+	assert.Equal(t, podstatus.MessagePodSandboxNotReady, sandboxOf(podstatus.SandboxNotReady)[0].Message)
+	noSandbox := sandboxOf(podstatus.NoSandboxCondition)
+	assert.Len(t, noSandbox, 4)
+	assert.Equal(t, v1.PodInitialized, noSandbox[0].Type, "a runtime without sandboxes reports no such condition")
+
+	// Ready follows ContainersReady and the readiness gates.
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/gate"}}
+	got = podstatus.Conditions(pod, st, podstatus.NoSandboxCondition)
+	assert.Equal(t, podstatus.ReasonReadinessGatesNotReady, got[1].Reason)
+	assert.Equal(t, v1.ConditionTrue, got[2].Status)
+}
+
+func TestStampTransitions(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	previous := []v1.PodCondition{
+		{Type: v1.PodReady, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(t0)},
+		{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)},
+	}
+	conds := []v1.PodCondition{
+		{Type: v1.PodReady, Status: v1.ConditionTrue},
+		{Type: v1.PodScheduled, Status: v1.ConditionTrue},
+		{Type: v1.PodInitialized, Status: v1.ConditionTrue},
+	}
+	now := t0.Add(time.Minute)
+	podstatus.StampTransitions(conds, previous, now)
+	assert.True(t, conds[0].LastTransitionTime.Time.Equal(now), "Ready changed: now")
+	assert.True(t, conds[1].LastTransitionTime.Time.Equal(t0), "PodScheduled did not: its time is kept")
+	assert.True(t, conds[2].LastTransitionTime.Time.Equal(now), "a new condition: now")
+}

@@ -5,10 +5,13 @@
 // whether the restart policy restarts an exited container (ShouldRestart),
 // the phase that container statuses give (Phase), the Initialized,
 // ContainersReady and Ready conditions with the kubelet's reasons and
-// messages, and which readiness gates a pod's conditions leave unmet.
+// messages, the whole list of conditions a node agent reports
+// (Conditions, with StampTransitions for their times), and which readiness
+// gates a pod's conditions leave unmet.
 //
 // The functions are pure and safe for concurrent use; they never modify
-// what they are given. The conditions they return carry no transition
-// time and no observed generation: the caller, which knows the previous
-// status and the pod's generation, sets them.
+// what they are given (StampTransitions fills in the slice it is given).
+// The single conditions they return carry no transition time and no
+// observed generation; Conditions sets the generation, and the caller,
+// which knows the previous status, the times.
 package podstatus

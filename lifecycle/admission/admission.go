@@ -11,7 +11,7 @@ import (
 type Operation string
 
 // AddOperation: the pod is being added to the node. It is the only
-// operation lifecycle.Handler asks about (it does not resize pods in
+// operation lifecycle.SyncLoop asks about (it does not resize pods in
 // place); the field exists so handlers written for the kubelet's API read
 // the same.
 const AddOperation Operation = "add"
@@ -23,11 +23,12 @@ type Attributes struct {
 	// Pod is the pod to admit.
 	Pod *v1.Pod
 	// OtherPods are the node's active pods (see
-	// lifecycle.Handler.GetActivePods) other than Pod: the pods whose
+	// lifecycle.SyncLoop.GetActivePods) other than Pod: the pods whose
 	// resources are in use or about to be.
 	OtherPods []*v1.Pod
-	// Operation is AddOperation for pods handed to
-	// lifecycle.Handler.HandlePodAdditions.
+	// Operation is AddOperation for pods added from config
+	// (lifecycle.SyncLoop.HandlePodAdditions) and for those housekeeping
+	// re-adds.
 	Operation Operation
 }
 
@@ -43,15 +44,15 @@ type Result struct {
 	Message string
 }
 
-// Handler decides whether a pod may run on the node. lifecycle.Handler
+// Handler decides whether a pod may run on the node. lifecycle.SyncLoop
 // asks its handlers in order for each pod added (as a Chain), and the first
 // rejection wins: later handlers are not asked.
 //
 // Admit is called from the goroutine running the sync loop (or the one
-// calling lifecycle.Handler.HandlePodAdditions), one pod at a time, never
-// concurrently with another Admit of the same lifecycle.Handler. It must
+// calling lifecycle.SyncLoop.HandlePodAdditions), one pod at a time, never
+// concurrently with another Admit of the same lifecycle.SyncLoop. It must
 // not block for long, must not modify attrs, and must not call the
-// lifecycle.Handler's Handle*, Dispatch or Housekeeping methods (they are
+// lifecycle.SyncLoop's Handle*, Dispatch or Housekeeping methods (they are
 // serialized with the call and would deadlock); GetActivePods is fine. ctx
 // is the sync loop's.
 type Handler interface {

@@ -1,8 +1,8 @@
 // Package admission decides whether a pod new to the node may run on it.
 //
-// lifecycle.Handler asks, for each pod added from config, the Handlers it
-// was given (in order, as a Chain: the first rejection wins) with the pod
-// and the node's other active pods. A rejected pod never reaches the pod
+// lifecycle.SyncLoop asks, for each pod added from config (and each pod its
+// housekeeping re-adds), the Handlers it was given (in order, as a Chain:
+// the first rejection wins) with the pod and the node's other active pods. A rejected pod never reaches the pod
 // workers; the Result's reason and message become its event and status.
 //
 // The package ships the kubelet's two resource checks: ResourceFitHandler
@@ -15,6 +15,6 @@
 // # Concurrency
 //
 // ResourceFitHandler, MaxPodsHandler and Chain are safe for concurrent
-// use. lifecycle.Handler calls Admit from its sync loop, one pod at a time;
-// see Handler for what a handler may and may not call.
+// use. lifecycle.SyncLoop calls Admit from its goroutine, one pod at a
+// time; see Handler for what a handler may and may not call.
 package admission

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/podkit/podkit/lifecycle/event"
 	"github.com/podkit/podkit/lifecycle/internal/sourcepods"
 	"github.com/podkit/podkit/mirror"
 )
@@ -26,13 +27,14 @@ const DefaultBuffer = 50
 
 // Options configure a Config. The zero value is valid.
 type Options struct {
-	// Recorder receives a ReasonFailedValidation event for each pod a
-	// snapshot carries that cannot be used. Defaults to none (events are
-	// dropped; they are still logged).
-	Recorder Recorder
-	// Logger receives the Config's logs: rejected pods at level 0, the
-	// operations of each merge at V(4). Defaults to the zero Logger, which
-	// discards.
+	// Recorder receives a ReasonFailedValidation Warning event for each pod
+	// a snapshot carries that cannot be used. It is called on the goroutine
+	// of the SetPods or Merge call. Defaults to event.Discard (the pods are
+	// still logged).
+	Recorder event.Recorder
+	// Logger receives the Config's logs: each pod it drops as an error at
+	// level 0, the operations of each merge at V(4). Defaults to the zero
+	// Logger, which discards.
 	Logger logr.Logger
 	// Clock stamps the kubernetes.io/config.seen annotation of pods seen
 	// for the first time. Defaults to the real clock.
@@ -46,15 +48,17 @@ type Options struct {
 // stream of PodUpdates: per source it remembers the pods it last delivered
 // and turns each new snapshot into the operations that lead there (OpAdd,
 // OpUpdate, OpDelete, OpReconcile, OpRemove). Feed its Updates channel to
-// lifecycle.Handler.Run.
+// lifecycle.SyncLoop.Run.
 //
 // Per source, and for each pod of a snapshot:
-//   - the pod is deep-copied (the caller's pods are never modified or kept)
-//     and stamped with the kubernetes.io/config.source annotation naming the
-//     source, before any comparison, whatever the pod carried;
 //   - a pod whose full name or UID an earlier pod of the same snapshot
 //     already has, a pod without a UID, and a mirror pod from a source other
-//     than the API server are dropped with a ReasonFailedValidation event;
+//     than the API server are dropped, each logged as an error and recorded
+//     as a ReasonFailedValidation event, as lifecycle.SyncLoop reports a pod
+//     it drops (one rule, internal/sourcepods);
+//   - every other pod is deep-copied (the caller's pods are never modified
+//     or kept) and stamped with the kubernetes.io/config.source annotation
+//     naming the source, before any comparison, whatever the pod carried;
 //   - a UID the source did not have is an OpAdd, stamped with
 //     kubernetes.io/config.seen;
 //   - a known UID whose spec, labels, deletion timestamp, deletion grace
@@ -71,7 +75,7 @@ type Options struct {
 // Create it with New. Its methods are safe for concurrent use; the
 // updates of concurrent SetPods calls are never interleaved.
 type Config struct {
-	recorder Recorder
+	recorder event.Recorder
 	log      logr.Logger
 	clock    clock.PassiveClock
 	updates  chan PodUpdate
@@ -97,14 +101,11 @@ func New(opts Options) (*Config, error) {
 	if opts.Buffer == 0 {
 		opts.Buffer = DefaultBuffer
 	}
-	if opts.Recorder == nil {
-		opts.Recorder = nopRecorder{}
-	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
 	return &Config{
-		recorder: opts.Recorder,
+		recorder: event.OrDiscard(opts.Recorder),
 		log:      opts.Logger,
 		clock:    opts.Clock,
 		updates:  make(chan PodUpdate, opts.Buffer),
@@ -145,7 +146,7 @@ func (c *Config) SetPods(ctx context.Context, source string, pods []*v1.Pod) err
 
 // Merge is SetPods without the channel: it records the snapshot and returns
 // the updates, in delivery order, for the caller to hand to the sync loop
-// (lifecycle.Handler.Dispatch) in that order. Use either SetPods or Merge
+// (lifecycle.SyncLoop.Dispatch) in that order. Use either SetPods or Merge
 // for a given Config, not both at once, or updates may reach the loop out
 // of order.
 // The returned pods are new deep copies and belong to the caller.
@@ -163,13 +164,9 @@ func (c *Config) Merge(source string, pods []*v1.Pod) ([]PodUpdate, error) {
 	var adds, updates, deletes, reconciles, removes []*v1.Pod
 
 	now := c.clock.Now().Format(time.RFC3339Nano)
-	for _, p := range sourcepods.Valid(source, pods, c.drop(source)) {
-		ref := p.DeepCopy()
-		ref.Annotations = maps.Clone(ref.Annotations)
-		if ref.Annotations == nil {
-			ref.Annotations = map[string]string{}
-		}
-		ref.Annotations[mirror.ConfigSourceAnnotationKey] = source
+	drop := sourcepods.Reporter(c.log, c.recorder, "source", source)
+	for _, p := range sourcepods.Valid(source, pods, drop) {
+		ref := sourcepods.Stamp(p, source).DeepCopy()
 		if existing, ok := old[ref.UID]; ok {
 			next[ref.UID] = existing
 			switch mergeInto(existing, ref) {
@@ -197,7 +194,7 @@ func (c *Config) Merge(source string, pods []*v1.Pod) ([]PodUpdate, error) {
 	var out []PodUpdate
 	emit := func(op PodOperation, list []*v1.Pod) {
 		if len(list) > 0 {
-			out = append(out, PodUpdate{Op: op, Pods: deepCopyPods(list), Source: source})
+			out = append(out, PodUpdate{Op: op, Pods: deepCopyPods(list), Source: source, fromConfig: true})
 		}
 	}
 	emit(OpRemove, removes)
@@ -205,7 +202,7 @@ func (c *Config) Merge(source string, pods []*v1.Pod) ([]PodUpdate, error) {
 	emit(OpUpdate, updates)
 	emit(OpDelete, deletes)
 	if firstSet && len(adds) == 0 && len(updates) == 0 && len(deletes) == 0 {
-		out = append(out, PodUpdate{Op: OpAdd, Pods: []*v1.Pod{}, Source: source})
+		out = append(out, PodUpdate{Op: OpAdd, Pods: []*v1.Pod{}, Source: source, fromConfig: true})
 	}
 	emit(OpReconcile, reconciles)
 	if c.log.V(4).Enabled() {
@@ -214,17 +211,6 @@ func (c *Config) Merge(source string, pods []*v1.Pod) ([]PodUpdate, error) {
 		}
 	}
 	return out, nil
-}
-
-// drop returns the report of a pod source's snapshot drops: a log line and,
-// for a pod that is not nil, a ReasonFailedValidation Warning event.
-func (c *Config) drop(source string) sourcepods.Drop {
-	return func(i int, pod *v1.Pod, reason string) {
-		c.log.Info("Ignoring a pod from a config source", "source", source, "index", i, "reason", reason)
-		if pod != nil {
-			c.recorder.Eventf(pod, v1.EventTypeWarning, ReasonFailedValidation, "%s", reason)
-		}
-	}
 }
 
 func deepCopyPods(pods []*v1.Pod) []*v1.Pod {

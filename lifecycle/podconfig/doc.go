@@ -1,9 +1,9 @@
 // Package podconfig is where a node agent's desired pods come from: the
 // config sources, and the merge of their snapshots into a stream of
-// PodUpdates for the sync loop (lifecycle.Handler).
+// PodUpdates for the sync loop (lifecycle.SyncLoop).
 //
 //	ManifestSource ───┐
-//	your API source ──┼── SetPods(source, snapshot) ──> Config ── Updates() ──> lifecycle.Handler.Run
+//	your API source ──┼── SetPods(source, snapshot) ──> Config ── Updates() ──> lifecycle.SyncLoop.Run
 //	any other source ─┘        (a PodSink)                     (PodUpdates)
 //
 // A source knows only full snapshots: "source S now has exactly these
@@ -14,23 +14,24 @@
 //
 // # Usage
 //
-//  1. Create one Config with New and hand its Updates channel to
-//     lifecycle.Handler.Run (or pass the results of Merge to
-//     lifecycle.Handler.Dispatch from your own loop).
-//  2. Give each source its own name and have it send full snapshots to the
-//     Config's SetPods (a PodSink): mirror.ApiserverSource for the API
-//     server (the only source that may send mirror pods), mirror.FileSource
-//     for manifests, your own names for the rest.
+//  1. A lifecycle.Agent makes the one Config of an agent and hands its
+//     Updates to its sync loop (without an Agent: create one with New and
+//     hand its Updates channel to lifecycle.SyncLoop.Run, or pass the
+//     results of Merge to lifecycle.SyncLoop.Dispatch from your own loop).
+//  2. Give each source its own name and make it a Source (a name and a Run
+//     that sends full snapshots to a PodSink; NewSource adapts a function):
+//     mirror.ApiserverSource for the API server (the only source that may
+//     send mirror pods), mirror.FileSource for manifests, your own names
+//     for the rest. lifecycle.Agent.AddSource runs it.
 //  3. For a directory of static pod manifests, create a ManifestSource
-//     with NewManifestSource and run its Run(ctx, config) on a goroutine of
-//     its own.
+//     with NewManifestSource: it is a Source.
 //
 // # Concurrency
 //
 // Config and ManifestSource methods are safe for concurrent use. SetPods
 // blocks while the Updates channel is full, so the sync loop must keep
-// reading it. The Recorder is called on the goroutine of the call that
-// found the problem.
+// reading it. The event.Recorder of the options is called on the goroutine
+// of the call that found the problem.
 //
 // # Where podkit differs from the kubelet
 //
@@ -39,7 +40,8 @@
 //     carried, and drops a mirror pod from any source but the API server.
 //   - Config drops, with a ReasonFailedValidation event, pods without a UID
 //     and pods repeating the full name or UID of an earlier pod of the same
-//     snapshot.
+//     snapshot; its updates say they passed these rules
+//     (PodUpdate.FromConfig), so the sync loop does not apply them again.
 //   - A ManifestSource reads only *.yaml, *.yml and *.json files, decodes
 //     them strictly, and applies no API defaulting beyond the termination
 //     grace period.

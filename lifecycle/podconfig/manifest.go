@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/podkit/podkit/lifecycle/event"
 	"github.com/podkit/podkit/mirror"
 )
 
@@ -54,8 +55,8 @@ type ManifestOptions struct {
 	// Recorder receives a ReasonInvalidManifest Warning event, about the
 	// Node, for each manifest file that cannot be used, and a
 	// ReasonMultipleDocuments one for each file holding more than one YAML
-	// document, once per content. Defaults to none.
-	Recorder Recorder
+	// document, once per content. Defaults to event.Discard.
+	Recorder event.Recorder
 }
 
 // ManifestSource is a config source that reads static pod manifests from a
@@ -100,7 +101,7 @@ type ManifestSource struct {
 	interval time.Duration
 	clock    clock.WithTicker
 	log      logr.Logger
-	recorder Recorder
+	recorder event.Recorder
 	nodeRef  *v1.ObjectReference
 	reads    *manifestReads
 	// decode is decodeManifest; tests count its calls.
@@ -166,9 +167,6 @@ func NewManifestSource(dir string, opts ManifestOptions) (*ManifestSource, error
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Recorder == nil {
-		opts.Recorder = nopRecorder{}
-	}
 	return &ManifestSource{
 		dir:      dir,
 		nodeName: opts.NodeName,
@@ -176,7 +174,7 @@ func NewManifestSource(dir string, opts ManifestOptions) (*ManifestSource, error
 		interval: opts.Interval,
 		clock:    opts.Clock,
 		log:      opts.Logger.WithValues("manifestDir", dir),
-		recorder: opts.Recorder,
+		recorder: event.OrDiscard(opts.Recorder),
 		nodeRef:  &v1.ObjectReference{Kind: "Node", Name: opts.NodeName, UID: types.UID(opts.NodeName)},
 		reads:    newManifestReads(opts.MaxFileSize, opts.ReadTimeout, opts.Clock),
 		decode:   decodeManifest,

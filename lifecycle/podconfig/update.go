@@ -16,7 +16,7 @@ type PodOperation int
 // no SET operation.
 const (
 	// OpAdd: pods the source did not have before. Handled by
-	// lifecycle.Handler.HandlePodAdditions (admission, then a
+	// lifecycle.SyncLoop.HandlePodAdditions (admission, then a
 	// SyncPodCreate).
 	OpAdd PodOperation = iota
 	// OpDelete: pods the source now marks for graceful deletion (a deletion
@@ -24,13 +24,13 @@ const (
 	// the deletion grace period.
 	OpDelete
 	// OpRemove: pods the source no longer has. Handled by
-	// lifecycle.Handler.HandlePodRemoves (a SyncPodKill).
+	// lifecycle.SyncLoop.HandlePodRemoves (a SyncPodKill).
 	OpRemove
 	// OpUpdate: pods whose spec, labels, non-local annotations or deletion
-	// fields changed. Handled by lifecycle.Handler.HandlePodUpdates.
+	// fields changed. Handled by lifecycle.SyncLoop.HandlePodUpdates.
 	OpUpdate
 	// OpReconcile: pods of which only the status changed. Handled by
-	// lifecycle.Handler.HandlePodReconcile.
+	// lifecycle.SyncLoop.HandlePodReconcile.
 	OpReconcile
 )
 
@@ -56,9 +56,10 @@ func (op PodOperation) String() string {
 func (op PodOperation) Valid() bool { return op >= OpAdd && op <= OpReconcile }
 
 // PodUpdate is one change from one config source, as Config produces them
-// and lifecycle.Handler.Run and lifecycle.Handler.Dispatch consume them.
+// and lifecycle.SyncLoop.Run and lifecycle.SyncLoop.Dispatch consume
+// them.
 //
-// Ownership: whoever sends a PodUpdate hands its pods over. The Handler
+// Ownership: whoever sends a PodUpdate hands its pods over. The SyncLoop
 // keeps the pointers (in the desired pod store and the pod workers) and
 // never modifies them, and nobody else may modify them afterwards.
 type PodUpdate struct {
@@ -73,4 +74,17 @@ type PodUpdate struct {
 	// kubernetes.io/config.source annotation, whatever the pod carried, so a
 	// pod's origin is always the source it came from. It must not be empty.
 	Source string
+
+	// fromConfig is set by Config: see FromConfig.
+	fromConfig bool
 }
+
+// FromConfig reports whether a Config made u (SetPods or Merge). Such an
+// update's pods are already what the sync loop needs: deep copies the
+// receiver owns, stamped with u.Source, without nil pods, pods without a
+// UID, mirror pods from a source other than the API server, or repeated
+// full names or UIDs. lifecycle.SyncLoop.Dispatch therefore checks and
+// stamps only the pods of an update no Config made (a literal PodUpdate),
+// so each pod goes through the rules once. An update a Config made must be
+// handed on as it is: adding pods to it makes them skip the rules.
+func (u PodUpdate) FromConfig() bool { return u.fromConfig }

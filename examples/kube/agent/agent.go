@@ -16,14 +16,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/apisource"
+	"github.com/podkit/podkit/examples/kube/events"
+	"github.com/podkit/podkit/examples/kube/mirrorpods"
 	"github.com/podkit/podkit/examples/kube/nodemetrics"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
+	"github.com/podkit/podkit/examples/kube/statuswriter"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/lifecycle/admission"
 	"github.com/podkit/podkit/lifecycle/podconfig"
 	"github.com/podkit/podkit/mirror"
-	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -56,7 +59,7 @@ type Config struct {
 	ResyncInterval time.Duration
 	// StatusResyncInterval is how long after a successful status write
 	// the agent checks the pod's status in the API server again, to put
-	// back one someone else changed (kube.StatusWriterOptions.ResyncInterval).
+	// back one someone else changed (statuswriter.Options.ResyncInterval).
 	// Defaults to one minute; negative disables these checks.
 	StatusResyncInterval time.Duration
 	// HeartbeatInterval is how often the Node's Ready condition and Lease
@@ -96,29 +99,35 @@ type Config struct {
 	KubeletAPI *KubeletAPIConfig
 }
 
-// Agent is one run of podkit-agent. Create it with New, run it with Run.
+// Agent is one run of podkit-agent: a lifecycle.Agent over the process
+// runtime, whose sources are the API server's pods bound to the node (and
+// a manifest directory), and whose loops are the status writer, the event
+// recorder, the node heartbeat and the kubelet API. Create it with New,
+// run it with Run.
 type Agent struct {
-	cfg Config
+	cfg      Config
+	log      logr.Logger
+	rt       *processruntime.Runtime
+	lc       *lifecycle.Agent[processruntime.PodStatus]
+	recorder *events.Recorder
 
-	// built is closed once Run has built the pod workers; stopped once
-	// Run has returned.
-	built, stopped chan struct{}
-
-	mu sync.Mutex
-	// workers, handler and recorder are set when built is closed.
-	workers  *podworker.PodWorkers[processruntime.PodStatus]
-	handler  *lifecycle.Handler
-	recorder *kube.EventRecorder
-	node     *v1.Node
-	ran      bool
-
+	// node is the registered Node, set by Run before the sync loop starts
+	// (admission reads its allocatable resources).
+	node atomic.Pointer[v1.Node]
 	// shuttingDown is set by ShutdownNode; the heartbeat then posts the
 	// Node NotReady.
 	shuttingDown atomic.Bool
+
+	mu  sync.Mutex
+	ran bool
 }
 
-// New checks cfg and returns an Agent. It starts nothing and contacts
-// nothing.
+// New checks cfg and builds the agent: it opens the process runtime on
+// StateDir (which adopts the processes a previous agent left there, and
+// watches them) and assembles the lifecycle around it. It contacts
+// nothing: Run registers the Node and runs the agent, and releases the
+// runtime when it returns; an Agent that will not run is released with
+// Close.
 func New(cfg Config) (*Agent, error) {
 	switch {
 	case cfg.Client == nil:
@@ -128,30 +137,167 @@ func New(cfg Config) (*Agent, error) {
 	case cfg.StateDir == "":
 		return nil, errors.New("agent: Config.StateDir is required")
 	}
-	return &Agent{cfg: cfg, built: make(chan struct{}), stopped: make(chan struct{})}, nil
+	a := &Agent{cfg: cfg, log: cfg.Logger.WithValues("node", cfg.NodeName)}
+	if err := a.build(); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return a, nil
 }
 
-// Workers waits until Run has built the agent's pod workers and returns
-// them, for inspection: their window, snapshots and WaitFor say where each
-// pod stands. After Run has returned they still answer, from the state at
-// shutdown. It returns ctx.Err() when ctx ends first, and an error when
-// Run returned without building them.
-func (a *Agent) Workers(ctx context.Context) (*podworker.PodWorkers[processruntime.PodStatus], error) {
-	select {
-	case <-a.built:
-	case <-a.stopped:
-		select {
-		case <-a.built:
-		default:
-			return nil, errors.New("agent: Run returned before the pod workers were built")
-		}
-	case <-ctx.Done():
-		return nil, ctx.Err()
+// build assembles the agent: the runtime, the syncer wrapped by the
+// metrics and the status writer, the lifecycle, its sources and its loops.
+func (a *Agent) build() error {
+	cfg, log, core := a.cfg, a.log, a.cfg.Client.CoreV1()
+	var err error
+	if a.recorder, err = events.New(core, cfg.NodeName, events.Options{Logger: log.WithName("events")}); err != nil {
+		return err
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.workers, nil
+	runtimeEvs := &runtimeEvents{recorder: a.recorder}
+	a.rt, err = processruntime.Open(processruntime.Options{
+		StateDir:        cfg.StateDir,
+		BackOff:         cfg.RestartBackOff,
+		Sandbox:         cfg.Sandbox,
+		AllowHostAccess: cfg.AllowHostAccess,
+		Masks:           cfg.Masks,
+		PodCIDR:         cfg.PodCIDR,
+		BridgeName:      cfg.BridgeName,
+		Logger:          log.WithName("runtime"),
+		OnEvent:         runtimeEvs.on,
+	})
+	if err != nil {
+		return err
+	}
+	writer, err := statuswriter.New(core, statuswriter.Options{NodeName: cfg.NodeName, ResyncInterval: cfg.StatusResyncInterval, Logger: log.WithName("status")})
+	if err != nil {
+		return err
+	}
+	metrics, err := nodemetrics.New(nodemetrics.Options{NodeName: cfg.NodeName})
+	if err != nil {
+		return err
+	}
+	mirrors, err := mirror.NewClient(mirrorpods.NewPodAPI(core), mirror.ClientOptions{NodeName: cfg.NodeName, NodeUID: mirrorpods.NodeUID(core, cfg.NodeName), Logger: log.WithName("mirror")})
+	if err != nil {
+		return err
+	}
+	syncer := statuswriter.WrapSyncer(nodemetrics.WrapSyncer(a.rt, metrics, podRuns(a.rt)), writer, a.derive)
+	a.lc, err = lifecycle.NewAgent(syncer, lifecycle.AgentOptions[processruntime.PodStatus]{
+		Workers: podworker.Options[processruntime.PodStatus]{Metrics: metrics.Provider(), Status: a.rt, ResyncInterval: cfg.ResyncInterval},
+		SyncLoop: lifecycle.SyncLoopOptions{
+			// The runtime refuses, at once and with its reason, the pods
+			// it cannot run.
+			AdmitHandlers:        []admission.Handler{a.rt, admission.HandlerFunc(a.admitResources)},
+			MirrorClient:         mirrors,
+			RuntimePods:          lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) { return a.rt.RuntimePods(), nil }),
+			OnReject:             func(_ context.Context, pod *v1.Pod, status v1.PodStatus) { writer.SetPodStatus(pod, status) },
+			HousekeepingInterval: cfg.HousekeepingInterval,
+		},
+		Recorder: a.recorder,
+		Logger:   log,
+	})
+	if err != nil {
+		return err
+	}
+	runtimeEvs.lc.Store(a.lc)
+	if err := observe(metrics, a.lc.Workers(), a.lc.Store(), a.rt); err != nil {
+		return err
+	}
+	apiSource, err := apisource.New(core, cfg.NodeName, apisource.Options{Logger: log.WithName("apisource")})
+	if err != nil {
+		return err
+	}
+	adds := []error{
+		a.lc.AddSource(apiSource),
+		a.lc.Add("event recorder", a.recorder),
+		a.lc.Add("status writer", lifecycle.RunnableFunc(func(ctx context.Context) error { return writer.Run(ctx, a.lc.Workers()) })),
+	}
+	if cfg.ManifestDir != "" {
+		manifests, err := podconfig.NewManifestSource(cfg.ManifestDir, podconfig.ManifestOptions{NodeName: cfg.NodeName, Interval: cfg.ManifestInterval, Recorder: a.recorder, Logger: log.WithName("manifests")})
+		if err != nil {
+			return err
+		}
+		adds = append(adds, a.lc.AddSource(manifests))
+	}
+	if cfg.HeartbeatInterval >= 0 {
+		hb := &nodestatus.Heartbeat{Client: cfg.Client, NodeName: cfg.NodeName, Interval: cfg.HeartbeatInterval, Health: a.health, Recorder: a.recorder}
+		adds = append(adds, a.lc.Add("node heartbeat", lifecycle.RunnableFunc(hb.Run)))
+	}
+	if cfg.KubeletAPI != nil {
+		api, err := newKubeletAPI(cfg.KubeletAPI, cfg.NodeName, cfg.Client, a.lc.Store(), a.rt, metrics, log.WithName("kubeletapi"))
+		if err != nil {
+			return err
+		}
+		adds = append(adds, a.lc.Add("kubelet API", api))
+	}
+	return errors.Join(adds...)
 }
+
+// derive is the status the API server should show for pod, from what the
+// runtime knows now. The store's pod carries the newest status from the
+// API server (readiness gates set by others), as the kubelet derives a
+// status from its pod manager's pod.
+func (a *Agent) derive(ctx context.Context, pod *v1.Pod) (v1.PodStatus, error) {
+	st, err := a.rt.PodStatus(ctx, pod.UID, time.Time{})
+	if err != nil {
+		return v1.PodStatus{}, err
+	}
+	if latest, ok := a.lc.Store().GetPodByUID(pod.UID); ok {
+		pod = latest
+	}
+	return processruntime.APIStatus(pod, st), nil
+}
+
+// Run registers (or reuses) the Node and runs the agent until ctx ends. It
+// returns nil after a clean shutdown: every hook has returned and the
+// process runtime is closed. The pods' processes keep running; a later
+// Agent on the same StateDir adopts them. It returns an error when the Node
+// cannot be registered or a part of the agent fails. Run may be called
+// once per Agent.
+func (a *Agent) Run(ctx context.Context) error {
+	a.mu.Lock()
+	if a.ran {
+		a.mu.Unlock()
+		return errors.New("agent: Run called twice")
+	}
+	a.ran = true
+	a.mu.Unlock()
+	defer a.Close()
+
+	want := a.cfg.Node
+	if want == nil {
+		want = NodeObject(a.cfg.NodeName)
+	}
+	node, err := nodestatus.Register(ctx, a.cfg.Client.CoreV1(), want)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.node.Store(node)
+	a.recorder.Eventf(events.NodeRef(node), v1.EventTypeNormal, events.ReasonStarting, "%s", events.MessageStarting)
+	a.log.Info("podkit agent running")
+	err = a.lc.Run(ctx)
+	a.log.Info("podkit agent stopped")
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	return nil
+}
+
+// Close releases what New opened: the process runtime (its processes keep
+// running) and the event recorder. Run calls it when it returns; call it
+// for an Agent that will not run. It is idempotent.
+func (a *Agent) Close() {
+	if a.rt != nil {
+		a.rt.Close()
+	}
+	if a.recorder != nil {
+		a.recorder.Close()
+	}
+}
+
+// Workers returns the agent's pod workers, for inspection: their window,
+// snapshots and WaitFor say where each pod stands. After Run has returned
+// they still answer, from the state at shutdown.
+func (a *Agent) Workers() *podworker.PodWorkers[processruntime.PodStatus] { return a.lc.Workers() }
 
 // ReasonUnsupportedPod is the admission rejection reason of a pod the
 // process runtime cannot run (processruntime.Runtime.ValidatePod says why;
@@ -185,223 +331,4 @@ func NodeObject(nodeName string) *v1.Node {
 			NodeInfo:    systemInfo(),
 		},
 	}
-}
-
-// Run registers (or reuses) the Node and runs the agent until ctx ends. It
-// returns nil after a clean shutdown: every hook has returned and the
-// process runtime is closed. The pods' processes keep running; a later
-// Agent on the same StateDir adopts them. It returns an error when the Node
-// cannot be registered, the state directory cannot be opened, or a part of
-// the agent fails. Run may be called once per Agent.
-func (a *Agent) Run(ctx context.Context) error {
-	a.mu.Lock()
-	if a.ran {
-		a.mu.Unlock()
-		return errors.New("agent: Run called twice")
-	}
-	a.ran = true
-	a.mu.Unlock()
-	defer close(a.stopped)
-
-	cfg := a.cfg
-	log := cfg.Logger.WithValues("node", cfg.NodeName)
-	cs := cfg.Client
-	core := cs.CoreV1()
-
-	want := cfg.Node
-	if want == nil {
-		want = NodeObject(cfg.NodeName)
-	}
-	node, err := kube.RegisterNode(ctx, core, want)
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	recorder, err := kube.NewEventRecorder(core, cfg.NodeName, kube.EventRecorderOptions{Logger: log.WithName("events")})
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	defer recorder.Close()
-	recorder.Eventf(kube.NodeRef(node), v1.EventTypeNormal, kube.ReasonStarting, "%s", kube.MessageStarting)
-	store := podmanager.New()
-
-	// Runtime events are recorded as the kubelet's container events, and
-	// those that report a change (a process started or ended) ask for a
-	// sync of the pod, as the kubelet's PLEG does; the channel decouples
-	// the runtime's goroutines from the sync loop.
-	events := make(chan processruntime.Event, 256)
-	rt, err := processruntime.Open(processruntime.Options{
-		StateDir:        cfg.StateDir,
-		BackOff:         cfg.RestartBackOff,
-		Sandbox:         cfg.Sandbox,
-		AllowHostAccess: cfg.AllowHostAccess,
-		Masks:           cfg.Masks,
-		PodCIDR:         cfg.PodCIDR,
-		BridgeName:      cfg.BridgeName,
-		Logger:          log.WithName("runtime"),
-		OnEvent: func(ev processruntime.Event) {
-			recordRuntimeEvent(recorder, store, ev)
-			if !triggersSync(ev) {
-				return
-			}
-			select {
-			case events <- ev:
-			default: // the periodic resync catches up
-			}
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	defer rt.Close()
-
-	writer, err := kube.NewStatusWriter(core, kube.StatusWriterOptions{NodeName: cfg.NodeName, ResyncInterval: cfg.StatusResyncInterval, Logger: log.WithName("status")})
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	derive := func(ctx context.Context, pod *v1.Pod) (v1.PodStatus, error) {
-		st, err := rt.PodStatus(ctx, pod.UID, time.Time{})
-		if err != nil {
-			return v1.PodStatus{}, err
-		}
-		// The store's pod carries the newest status from the API server
-		// (readiness gates set by others), as the kubelet derives a status
-		// from its pod manager's pod.
-		if latest, ok := store.GetPodByUID(pod.UID); ok {
-			pod = latest
-		}
-		return processruntime.APIStatus(pod, st), nil
-	}
-	metrics, err := nodemetrics.New(nodemetrics.Options{NodeName: cfg.NodeName})
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	syncer := nodemetrics.WrapSyncer(rt, metrics, podRuns(rt))
-	workers, err := podworker.New(kube.WrapSyncer(syncer, writer, derive), podworker.Options[processruntime.PodStatus]{
-		Metrics:        metrics.Provider(),
-		Status:         rt,
-		ResyncInterval: cfg.ResyncInterval,
-		Logger:         log.WithName("podworker"),
-	})
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-
-	sources := []string{mirror.ApiserverSource}
-	var manifests *podconfig.ManifestSource
-	if cfg.ManifestDir != "" {
-		manifests, err = podconfig.NewManifestSource(cfg.ManifestDir, podconfig.ManifestOptions{
-			NodeName: cfg.NodeName,
-			Interval: cfg.ManifestInterval,
-			Recorder: recorder,
-			Logger:   log.WithName("manifests"),
-		})
-		if err != nil {
-			return fmt.Errorf("agent: %w", err)
-		}
-		sources = append(sources, manifests.Source())
-	}
-	mirrors, err := mirror.NewClient(kube.NewPodAPI(core), mirror.ClientOptions{
-		NodeName: cfg.NodeName,
-		NodeUID:  kube.NodeUID(core, cfg.NodeName),
-		Logger:   log.WithName("mirror"),
-	})
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	handler, err := lifecycle.NewHandler(workers, store, lifecycle.Options{
-		// The runtime refuses, at once and with its reason, the pods it
-		// cannot run.
-		AdmitHandlers: append([]admission.Handler{rt}, resourceAdmission(node)...),
-		Recorder:      recorder,
-		MirrorClient:  mirrors,
-		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
-			return rt.RuntimePods(), nil
-		}),
-		OnReject: func(_ context.Context, pod *v1.Pod, status v1.PodStatus) {
-			writer.SetPodStatus(pod, status)
-		},
-		Sources:              sources,
-		HousekeepingInterval: cfg.HousekeepingInterval,
-		Logger:               log.WithName("lifecycle"),
-	})
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	config, err := podconfig.New(podconfig.Options{Recorder: recorder, Logger: log.WithName("config")})
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	apiSource, err := kube.NewAPISource(core, cfg.NodeName, kube.APISourceOptions{Logger: log.WithName("apisource")})
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-
-	if err := observe(metrics, workers, store, rt); err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	var serveKubeletAPI func(context.Context) error
-	if cfg.KubeletAPI != nil {
-		serveKubeletAPI, err = listenKubeletAPI(ctx, cfg.KubeletAPI, cfg.NodeName, cs, store, rt, metrics, log.WithName("kubeletapi"))
-		if err != nil {
-			return fmt.Errorf("agent: %w", err)
-		}
-	}
-
-	a.mu.Lock()
-	a.workers = workers
-	a.handler, a.recorder, a.node = handler, recorder, node
-	a.mu.Unlock()
-	close(a.built)
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		errMu    sync.Mutex
-		firstErr error
-	)
-	run := func(name string, fn func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(ctx); err != nil {
-				errMu.Lock()
-				if firstErr == nil {
-					firstErr = fmt.Errorf("agent: %s: %w", name, err)
-				}
-				errMu.Unlock()
-				cancel()
-			}
-		}()
-	}
-	run("event recorder", recorder.Run)
-	run("status writer", func(ctx context.Context) error { return writer.Run(ctx, workers) })
-	run("sync loop", func(ctx context.Context) error { return handler.Run(ctx, config.Updates()) })
-	run("API source", func(ctx context.Context) error { return apiSource.Run(ctx, config) })
-	if manifests != nil {
-		run("manifest source", func(ctx context.Context) error { return manifests.Run(ctx, config) })
-	}
-	if serveKubeletAPI != nil {
-		run("kubelet API", serveKubeletAPI)
-	}
-	if cfg.HeartbeatInterval >= 0 {
-		hb := &kube.NodeHeartbeat{Client: cs, NodeName: cfg.NodeName, Interval: cfg.HeartbeatInterval, Health: a.health, Recorder: recorder}
-		run("node heartbeat", hb.Run)
-	}
-	run("runtime events", func(ctx context.Context) error {
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case ev := <-events:
-				if pod, ok := store.GetPodByUID(ev.UID); ok {
-					handler.HandlePodSyncs(ctx, []*v1.Pod{pod})
-				}
-			}
-		}
-	})
-	log.Info("podkit agent running")
-	wg.Wait()
-	log.Info("podkit agent stopped")
-	return firstErr
 }

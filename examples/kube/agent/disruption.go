@@ -9,9 +9,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podkit/podkit/examples/kube"
-	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/examples/kube/events"
+	"github.com/podkit/podkit/examples/kube/eviction"
 	"github.com/podkit/podkit/lifecycle/admission"
+	"github.com/podkit/podkit/lifecycle/nodeshutdown"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -32,33 +33,37 @@ func (a *Agent) health() error {
 // as the kubelet's node shutdown manager does: it records a Normal Shutdown
 // event on the Node, has the heartbeat post the Node NotReady ("node is
 // shutting down", with a NodeNotReady event) from its next beat on, and
-// lets lifecycle.Handler.ShutdownNode admit no new pod and stop the pods,
-// those that are not critical first. Each pod's final status is Failed
+// lets the lifecycle's node shutdown manager (package
+// lifecycle/nodeshutdown) admit no new pod and stop the pods, those that
+// are not critical first, within budget. Each pod's final status is Failed
 // (unless it succeeded), reason Terminated, with a DisruptionTarget
 // condition (reason TerminationByKubelet), shown from the moment its
 // termination starts; each container gets a Killing event.
 //
-// It waits until Run has built the agent (or ctx ends), then returns the
-// handler's report and error (see lifecycle.Handler.ShutdownNode). Run goes
-// on; stop it afterwards. Call it from any goroutine.
-func (a *Agent) ShutdownNode(ctx context.Context, opts lifecycle.ShutdownOptions) (lifecycle.ShutdownReport, error) {
-	if _, err := a.Workers(ctx); err != nil {
-		return lifecycle.ShutdownReport{}, err
-	}
-	a.mu.Lock()
-	handler, recorder, node := a.handler, a.recorder, a.node
-	a.mu.Unlock()
+// It returns the manager's report and error (see
+// nodeshutdown.Manager.Shutdown). Run goes on; stop it afterwards. Call it
+// from any goroutine while Run runs.
+func (a *Agent) ShutdownNode(ctx context.Context, budget nodeshutdown.Budget) (nodeshutdown.Report, error) {
 	if !a.shuttingDown.Swap(true) {
-		recorder.Eventf(kube.NodeRef(node), v1.EventTypeNormal, kube.ReasonNodeShutdown, "%s", kube.MessageNodeShutdown)
+		a.recorder.Eventf(events.NodeRef(a.nodeObject()), v1.EventTypeNormal, events.ReasonNodeShutdown, "%s", events.MessageNodeShutdown)
 	}
-	return handler.ShutdownNode(ctx, opts)
+	return a.lc.NodeShutdown().Shutdown(ctx, budget)
+}
+
+// nodeObject is the registered Node, or, before Run registered it, the
+// one it would register.
+func (a *Agent) nodeObject() *v1.Node {
+	if n := a.node.Load(); n != nil {
+		return n
+	}
+	return NodeObject(a.cfg.NodeName)
 }
 
 // EvictPod evicts the pod uid from the node, as the kubelet's eviction
 // manager evicts a pod it chose: it records a Warning Evicted event with
 // message on the pod, and kills the pod as an eviction, with gracePeriod
 // seconds (at most the pod's own; 0 means 1) and the final status of
-// kube.EvictionStatus: phase Failed, reason Evicted, message, and a
+// eviction.Status: phase Failed, reason Evicted, message, and a
 // DisruptionTarget condition (reason TerminationByKubelet), shown from the
 // moment its termination starts. The pod stays in the API server, Failed,
 // as a pod the kubelet evicted does. Which pod to evict, and when, is the
@@ -69,10 +74,7 @@ func (a *Agent) ShutdownNode(ctx context.Context, opts lifecycle.ShutdownOptions
 // or the pod workers refuse the kill. Call it from any goroutine while Run
 // runs.
 func (a *Agent) EvictPod(ctx context.Context, uid types.UID, message string, gracePeriod int64) error {
-	workers, err := a.Workers(ctx)
-	if err != nil {
-		return err
-	}
+	workers := a.lc.Workers()
 	if gracePeriod < 0 {
 		return fmt.Errorf("agent: EvictPod: grace period %d is negative", gracePeriod)
 	}
@@ -80,13 +82,10 @@ func (a *Agent) EvictPod(ctx context.Context, uid types.UID, message string, gra
 	if !ok || info.Pod == nil {
 		return fmt.Errorf("agent: EvictPod: the node has no pod %s", uid)
 	}
-	a.mu.Lock()
-	recorder := a.recorder
-	a.mu.Unlock()
-	recorder.Eventf(info.Pod, v1.EventTypeWarning, kube.ReasonEvicted, "%s", message)
+	a.recorder.Eventf(info.Pod, v1.EventTypeWarning, events.ReasonEvicted, "%s", message)
 	done := make(chan struct{})
 	grace := gracePeriod
-	err = workers.UpdatePod(ctx, podworker.UpdatePodOptions{
+	err := workers.UpdatePod(ctx, podworker.UpdatePodOptions{
 		UpdateType: podworker.SyncPodKill,
 		Pod:        info.Pod,
 		MirrorPod:  info.MirrorPod,
@@ -94,7 +93,7 @@ func (a *Agent) EvictPod(ctx context.Context, uid types.UID, message string, gra
 		KillPodOptions: &podworker.KillPodOptions{
 			CompletedCh:                              done,
 			Evict:                                    true,
-			PodStatusFunc:                            kube.EvictionStatus(message, nil),
+			PodStatusFunc:                            eviction.Status(message, nil),
 			PodTerminationGracePeriodSecondsOverride: &grace,
 		},
 	})
@@ -109,25 +108,27 @@ func (a *Agent) EvictPod(ctx context.Context, uid types.UID, message string, gra
 	}
 }
 
-// resourceAdmission returns the kubelet's resource admission for node: a
-// pod whose CPU or memory requests do not fit the Node's allocatable
-// resources (less what the other active pods request) is rejected with
-// OutOfcpu or OutOfmemory, and a pod beyond the allocatable pod count with
-// OutOfpods. A registered Node without allocatable resources is judged by
-// NodeObject's.
-func resourceAdmission(node *v1.Node) []admission.Handler {
-	allocatable := node.Status.Allocatable.DeepCopy()
+// admitResources is the kubelet's resource admission for the registered
+// Node: a pod whose CPU or memory requests do not fit the Node's
+// allocatable resources (less what the other active pods request) is
+// rejected with OutOfcpu or OutOfmemory, and a pod beyond the allocatable
+// pod count with OutOfpods. A registered Node without allocatable
+// resources is judged by NodeObject's. It is an admission.Handler of the
+// sync loop, which starts only once Run registered the Node.
+func (a *Agent) admitResources(ctx context.Context, attrs *admission.Attributes) admission.Result {
+	node := a.nodeObject()
+	allocatable := node.Status.Allocatable
 	if len(allocatable) == 0 {
 		allocatable = NodeObject(node.Name).Status.Allocatable
 	}
-	var out []admission.Handler
+	handlers := admission.Chain{}
 	if fit, err := admission.NewResourceFitHandler(func() v1.ResourceList { return allocatable }); err == nil {
-		out = append(out, fit)
+		handlers = append(handlers, fit)
 	}
 	if pods, ok := allocatable[v1.ResourcePods]; ok {
 		if maxPods, err := admission.NewMaxPodsHandler(int(pods.Value())); err == nil {
-			out = append(out, maxPods)
+			handlers = append(handlers, maxPods)
 		}
 	}
-	return out
+	return handlers.Admit(ctx, attrs)
 }

@@ -1,18 +1,52 @@
 package agent
 
 import (
+	"sync/atomic"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podkit/podkit/examples/kube"
+	"github.com/podkit/podkit/examples/kube/events"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/event"
 )
+
+// runtimeEvents takes the process runtime's events (its OnEvent): each is
+// recorded as the kubelet's container event, and those that report a
+// change (a process started or ended) ask for a sync of the pod, as the
+// kubelet's PLEG does, through the agent's one way in for runtime events
+// (lifecycle.Agent.RequestSync, which never blocks). The runtime may emit
+// events while it is opened, before the lifecycle is built; those are
+// recorded against the runtime's own view of the pod and sync nothing.
+type runtimeEvents struct {
+	recorder event.Recorder
+	lc       atomic.Pointer[lifecycle.Agent[processruntime.PodStatus]]
+}
+
+// on is the runtime's OnEvent: called from the runtime's goroutines, it
+// never blocks.
+func (e *runtimeEvents) on(ev processruntime.Event) {
+	lc := e.lc.Load()
+	var pods podLookup = noPods{}
+	if lc != nil {
+		pods = lc.Store()
+	}
+	recordRuntimeEvent(e.recorder, pods, ev)
+	if lc != nil && triggersSync(ev) {
+		lc.RequestSync(ev.UID)
+	}
+}
 
 // podLookup finds the desired pod of a UID (the agent's pod store).
 type podLookup interface {
 	GetPodByUID(uid types.UID) (*v1.Pod, bool)
 }
+
+// noPods is the podLookup before the store exists.
+type noPods struct{}
+
+func (noPods) GetPodByUID(types.UID) (*v1.Pod, bool) { return nil, false }
 
 // recordRuntimeEvent records the kubelet's event for a process runtime
 // event, on the container it concerns:
@@ -28,7 +62,7 @@ type podLookup interface {
 // Other events record nothing (the kubelet records no event for an exit;
 // BackOff tells of a crash loop). It is called from the runtime's
 // goroutines (OnEvent) and never blocks: the recorder queues.
-func recordRuntimeEvent(rec lifecycle.Recorder, pods podLookup, ev processruntime.Event) {
+func recordRuntimeEvent(rec event.Recorder, pods podLookup, ev processruntime.Event) {
 	pod, ok := pods.GetPodByUID(ev.UID)
 	if !ok {
 		pod = eventPod(ev)
@@ -39,21 +73,21 @@ func recordRuntimeEvent(rec lifecycle.Recorder, pods podLookup, ev processruntim
 		}
 		return
 	}
-	ref := kube.ContainerRef(pod, ev.Container)
+	ref := events.ContainerRef(pod, ev.Container)
 	switch ev.Type {
 	case processruntime.ContainerStarted:
-		rec.Eventf(ref, v1.EventTypeNormal, kube.ReasonCreated, "%s", kube.MessageCreated)
-		rec.Eventf(ref, v1.EventTypeNormal, kube.ReasonStarted, "%s", kube.MessageStarted)
+		rec.Eventf(ref, v1.EventTypeNormal, events.ReasonCreated, "%s", events.MessageCreated)
+		rec.Eventf(ref, v1.EventTypeNormal, events.ReasonStarted, "%s", events.MessageStarted)
 	case processruntime.ContainerExited:
 		if exit := ev.Exit(); exit != nil && exit.Reason == processruntime.ReasonStartError {
-			rec.Eventf(ref, v1.EventTypeWarning, kube.ReasonFailed, "%s", kube.FailedMessage(exit.Message))
+			rec.Eventf(ref, v1.EventTypeWarning, events.ReasonFailed, "%s", events.FailedMessage(exit.Message))
 		}
 	case processruntime.ContainerKilling:
-		rec.Eventf(ref, v1.EventTypeNormal, kube.ReasonKilling, "%s", kube.KillingMessage(ev.Container))
+		rec.Eventf(ref, v1.EventTypeNormal, events.ReasonKilling, "%s", events.KillingMessage(ev.Container))
 	case processruntime.ContainerBackOff:
-		rec.Eventf(ref, v1.EventTypeWarning, kube.ReasonBackOff, "%s", kube.BackOffMessage(pod, ev.Container))
+		rec.Eventf(ref, v1.EventTypeWarning, events.ReasonBackOff, "%s", events.BackOffMessage(pod, ev.Container))
 	case processruntime.ContainerFailed:
-		rec.Eventf(ref, v1.EventTypeWarning, kube.ReasonFailed, "%s", kube.FailedMessage(ev.Message))
+		rec.Eventf(ref, v1.EventTypeWarning, events.ReasonFailed, "%s", events.FailedMessage(ev.Message))
 	case processruntime.PodWarning:
 		rec.Eventf(ref, v1.EventTypeWarning, ev.Reason, "%s", ev.Message)
 	}

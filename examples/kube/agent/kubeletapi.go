@@ -13,10 +13,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/kube/kubeletserver"
 	"github.com/podkit/podkit/examples/kube/nodemetrics"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/podmanager"
 )
 
@@ -40,10 +41,11 @@ type KubeletAPIConfig struct {
 	ClientCA []byte
 }
 
-// listenKubeletAPI listens as cfg says, publishes the endpoint in the Node's
-// status, and returns the server's run function.
-func listenKubeletAPI(ctx context.Context, cfg *KubeletAPIConfig, nodeName string, client kubernetes.Interface,
-	store *podmanager.Manager, rt *processruntime.Runtime, m *nodemetrics.Metrics, log logr.Logger) (func(context.Context) error, error) {
+// newKubeletAPI returns the kubelet API as one of the agent's loops: its
+// Run listens as cfg says, publishes the endpoint in the Node's status,
+// and serves until ctx ends.
+func newKubeletAPI(cfg *KubeletAPIConfig, nodeName string, client kubernetes.Interface,
+	store *podmanager.Manager, rt *processruntime.Runtime, m *nodemetrics.Metrics, log logr.Logger) (lifecycle.Runnable, error) {
 	if cfg.Address == nil {
 		return nil, errors.New("KubeletAPIConfig.Address is required")
 	}
@@ -64,17 +66,19 @@ func listenKubeletAPI(ctx context.Context, cfg *KubeletAPIConfig, nodeName strin
 	if bind == nil {
 		bind = cfg.Address
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(bind.String(), strconv.Itoa(cfg.Port)))
-	if err != nil {
-		return nil, fmt.Errorf("listening for the kubelet API: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := kube.PublishKubeletEndpoint(ctx, client.CoreV1(), nodeName, cfg.Address, port); err != nil {
-		l.Close()
-		return nil, err
-	}
-	log.Info("Serving the kubelet API", "address", l.Addr().String())
-	return func(ctx context.Context) error { return srv.Serve(ctx, l) }, nil
+	return lifecycle.RunnableFunc(func(ctx context.Context) error {
+		l, err := net.Listen("tcp", net.JoinHostPort(bind.String(), strconv.Itoa(cfg.Port)))
+		if err != nil {
+			return fmt.Errorf("listening for the kubelet API: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if err := nodestatus.PublishKubeletEndpoint(ctx, client.CoreV1(), nodeName, cfg.Address, port); err != nil {
+			l.Close()
+			return err
+		}
+		log.Info("Serving the kubelet API", "address", l.Addr().String())
+		return srv.Serve(ctx, l)
+	}), nil
 }
 
 // containerLogs reads container logs from the process runtime.

@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/kube/agent"
 	"github.com/podkit/podkit/examples/kube/internal/controlplane"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 )
 
 // AdminUser is the administrator of the cluster (group system:masters):
@@ -263,7 +263,7 @@ func (c *Cluster) addNode(opts NodeOptions) (*Node, error) {
 			Masks:  []string{c.dir},
 		},
 		newAgent: c.opts.NewAgent,
-		beat:     &kube.NodeHeartbeat{Client: client, NodeName: opts.Name, Interval: c.opts.HeartbeatInterval},
+		beat:     &nodestatus.Heartbeat{Client: client, NodeName: opts.Name, Interval: c.opts.HeartbeatInterval},
 	}
 	if err := n.StartAgent(); err != nil {
 		return nil, err

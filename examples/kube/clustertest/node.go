@@ -7,8 +7,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/kube/internal/background"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 )
 
 // Node is one podkit node of a cluster: an agent and a heartbeat, each of
@@ -17,7 +17,7 @@ import (
 type Node struct {
 	env      NodeEnv
 	newAgent func(NodeEnv) (Agent, error)
-	beat     *kube.NodeHeartbeat
+	beat     *nodestatus.Heartbeat
 
 	mu        sync.Mutex
 	agent     Agent

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/kube/agent"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 )
 
 // Defaults of Options.
@@ -54,7 +54,7 @@ type Options struct {
 	// DefaultPodEvictionSeconds (Kubernetes: 300).
 	PodEvictionSeconds int
 	// NodeIP is the address the nodes serve the kubelet API on and
-	// publish as their InternalIP. Defaults to kube.HostIP(). The API server's
+	// publish as their InternalIP. Defaults to nodestatus.HostIP(). The API server's
 	// node proxy (kubectl get --raw /api/v1/nodes/<node>/proxy/metrics)
 	// refuses loopback addresses; pods/log (kubectl logs) takes them.
 	NodeIP net.IP
@@ -94,7 +94,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.NewAgent = DefaultAgent
 	}
 	if o.NodeIP == nil {
-		o.NodeIP = kube.HostIP()
+		o.NodeIP = nodestatus.HostIP()
 	}
 	switch {
 	case o.HeartbeatInterval < 0:

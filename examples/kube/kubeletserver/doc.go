@@ -63,7 +63,7 @@
 //     BoundPods, RunningPods).
 //  2. Listen with net.Listen, and publish the port in the Node's
 //     status.daemonEndpoints.kubeletEndpoint with an InternalIP address
-//     the API server can reach (kube.PublishKubeletEndpoint).
+//     the API server can reach (nodestatus.PublishKubeletEndpoint).
 //  3. To have kubectl's WebSocket streams reach the node as they are,
 //     declare ExtendWebSocketsToKubelet in the Node's
 //     status.declaredFeatures, as a kubelet 1.37 does; otherwise the API

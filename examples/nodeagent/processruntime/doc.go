@@ -23,14 +23,14 @@
 //     (T is PodStatus); it is also a podworker.RuntimePodSyncer, so
 //     housekeeping can kill pods no config wants.
 //  3. Set Options.OnEvent and sync a pod again when one of its containers
-//     exits (podworker.PodWorkers.Resync), so restarts and completion are
+//     exits (lifecycle.Agent.RequestSync), so restarts and completion are
 //     acted on at once rather than at the next resync.
-//  4. Give lifecycle.Options.RuntimePods a lister over RuntimePods, and
-//     list the Runtime among the admission handlers (Admit), so the pods
-//     Runtime.ValidatePod refuses fail at once with its reason. Name in
-//     Options.Masks the agent's own credentials and configuration, and
-//     decide Options.AllowHostAccess (off: privileged and host-namespace
-//     pods are refused).
+//  4. Give lifecycle.SyncLoopOptions.RuntimePods a lister over
+//     RuntimePods, and list the Runtime among the admission handlers
+//     (Admit), so the pods Runtime.ValidatePod refuses fail at once with
+//     its reason. Name in Options.Masks the agent's own credentials and
+//     configuration, and decide Options.AllowHostAccess (off: privileged
+//     and host-namespace pods are refused).
 //  5. Report Containment at startup, and what Containment().Limits.Missing
 //     lists (the machine has no controller for it) in the Node's
 //     conditions or events.

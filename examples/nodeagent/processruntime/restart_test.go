@@ -21,8 +21,6 @@ import (
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
-	"github.com/podkit/podkit/lifecycle/podconfig"
-	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -228,18 +226,19 @@ func TestOrphansOfACrashedAgentAreKilledByHousekeeping(t *testing.T) {
 	require.Equal(t, []podworker.RuntimePod{{UID: uid, Namespace: "test", Name: "survivor"}}, rt.RuntimePods())
 	require.True(t, status(t, rt, uid).Running(), "the orphans were adopted")
 
-	workers, err := podworker.New[processruntime.PodStatus](rt, podworker.Options[processruntime.PodStatus]{Status: rt})
-	require.NoError(t, err)
-	h, err := lifecycle.NewHandler(workers, podmanager.New(), lifecycle.Options{
-		RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
-			return rt.RuntimePods(), nil
-		}),
-		HousekeepingInterval: 100 * time.Millisecond,
+	agent, err := lifecycle.NewAgent[processruntime.PodStatus](rt, lifecycle.AgentOptions[processruntime.PodStatus]{
+		Workers: podworker.Options[processruntime.PodStatus]{Status: rt},
+		SyncLoop: lifecycle.SyncLoopOptions{
+			RuntimePods: lifecycle.RuntimePodListerFunc(func(context.Context) ([]podworker.RuntimePod, error) {
+				return rt.RuntimePods(), nil
+			}),
+			HousekeepingInterval: 100 * time.Millisecond,
+		},
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx, make(chan podconfig.PodUpdate)) }()
+	go func() { done <- agent.Run(ctx) }()
 	defer func() {
 		cancel()
 		require.NoError(t, <-done)

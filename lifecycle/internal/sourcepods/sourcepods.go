@@ -1,26 +1,51 @@
-// Package sourcepods holds the rules for the pods a config source sends:
-// which of them may be used, and the stamp that names their source. Both
-// podconfig.Config (when it merges a snapshot) and lifecycle.Handler (when
-// it is handed an update directly) apply them, so the two cannot drift.
+// Package sourcepods is the one home of the rules for the pods a config
+// source sends: which of them may be used (Identified, Valid), the stamp
+// that names their source (Stamp), and how a dropped pod is reported
+// (Reporter). podconfig.Config applies them when it merges a snapshot, and
+// lifecycle.SyncLoop applies them to the updates no Config made (see
+// podconfig.PodUpdate.FromConfig): each pod goes through them once, on
+// every path, and a dropped pod is reported the same way wherever it is
+// dropped.
 //
-// The functions are pure: they never modify the pods they are given, and
-// they report every pod they drop through the caller's Drop function.
+// The check functions are pure: they never modify the pods they are given,
+// and they report every pod they drop through the caller's Drop function.
 package sourcepods
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podkit/podkit/lifecycle/event"
 	"github.com/podkit/podkit/mirror"
 )
+
+// ReasonFailedValidation is the reason of the Warning event recorded for a
+// dropped pod; podconfig exports it as podconfig.ReasonFailedValidation.
+const ReasonFailedValidation = "FailedValidation"
 
 // Drop is told of each pod a check drops: its index in the batch, the pod
 // (nil for a nil pod) and why, in a sentence for a person. It is called on
 // the caller's goroutine, in batch order.
 type Drop func(i int, pod *v1.Pod, reason string)
+
+// Reporter returns the one report of a dropped pod: an error log line at
+// level 0 ("Ignoring an unusable pod", the reason as the error, the pod's
+// index and keysAndValues as values) and, for a pod that is not nil, a
+// ReasonFailedValidation Warning event on it. rec must not be nil (use
+// event.OrDiscard).
+func Reporter(log logr.Logger, rec event.Recorder, keysAndValues ...any) Drop {
+	return func(i int, pod *v1.Pod, reason string) {
+		log.Error(errors.New(reason), "Ignoring an unusable pod", append([]any{"index", i}, keysAndValues...)...)
+		if pod != nil {
+			rec.Eventf(pod, v1.EventTypeWarning, ReasonFailedValidation, "%s", reason)
+		}
+	}
+}
 
 // Identified returns, in order, the pods that can be told apart: not nil
 // and with a UID. It reports each other one to drop. The slice is new; the

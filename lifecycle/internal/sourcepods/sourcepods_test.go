@@ -1,13 +1,18 @@
 package sourcepods_test
 
 import (
+	"fmt"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podkit/podkit/lifecycle/event"
 	"github.com/podkit/podkit/lifecycle/internal/sourcepods"
 	"github.com/podkit/podkit/mirror"
 )
@@ -69,4 +74,19 @@ func TestStamp(t *testing.T) {
 	assert.Equal(t, mirror.FileSource, p.Annotations[mirror.ConfigSourceAnnotationKey], "the caller's pod is not modified")
 	assert.Same(t, stamped, sourcepods.Stamp(stamped, mirror.ApiserverSource), "a pod that already says so is not copied")
 	assert.Equal(t, mirror.FileSource, sourcepods.Stamp(pod("b", "b"), mirror.FileSource).Annotations[mirror.ConfigSourceAnnotationKey])
+}
+
+func TestReporter(t *testing.T) {
+	var lines []string
+	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
+	var got []string
+	rec := event.RecorderFunc(func(obj runtime.Object, eventType, reason, msgFmt string, args ...any) {
+		got = append(got, eventType+" "+reason+" "+obj.(*v1.Pod).Name+": "+fmt.Sprintf(msgFmt, args...))
+	})
+	drop := sourcepods.Reporter(log, rec, "source", "api")
+	sourcepods.Identified([]*v1.Pod{nil, pod("", "b")}, drop)
+	assert.Equal(t, []string{"Warning FailedValidation b: pod b_default has no UID"}, got, "an event for the pod that is not nil")
+	require.Len(t, lines, 2, "one error line per dropped pod")
+	assert.Contains(t, lines[0], `"error"="pod 0 of the batch is nil"`)
+	assert.Contains(t, lines[1], `"source"="api"`)
 }

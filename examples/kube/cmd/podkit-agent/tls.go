@@ -13,8 +13,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/kube/agent"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 )
 
 // kubeletAPI returns the kubelet API configuration the flags give, or nil
@@ -28,7 +28,7 @@ func kubeletAPI(clientCAFile, nodeIP string, port int, certFile, keyFile string)
 	if err != nil {
 		return nil, fmt.Errorf("--client-ca-file: %w", err)
 	}
-	ip := kube.HostIP()
+	ip := nodestatus.HostIP()
 	if nodeIP != "" {
 		if ip = net.ParseIP(nodeIP); ip == nil {
 			return nil, fmt.Errorf("--node-ip: %q is not an IP address", nodeIP)

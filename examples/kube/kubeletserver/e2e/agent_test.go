@@ -11,9 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/podkit/podkit/examples/kube"
 	"github.com/podkit/podkit/examples/kube/clustertest"
 	"github.com/podkit/podkit/examples/kube/kubeletserver"
+	"github.com/podkit/podkit/examples/kube/nodestatus"
 )
 
 // websocketFeature is what a node declares (status.declaredFeatures) for
@@ -57,7 +57,7 @@ func (a *streamingAgent) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := kube.PublishKubeletEndpoint(ctx, a.env.Client.CoreV1(), a.env.Name, cfg.Address, l.Addr().(*net.TCPAddr).Port); err != nil {
+	if err := nodestatus.PublishKubeletEndpoint(ctx, a.env.Client.CoreV1(), a.env.Name, cfg.Address, l.Addr().(*net.TCPAddr).Port); err != nil {
 		l.Close()
 		return err
 	}

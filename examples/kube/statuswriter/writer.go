@@ -1,0 +1,377 @@
+package statuswriter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/podkit/podkit/podworker"
+)
+
+// PodStatusFunc derives the status the API server should show for pod from
+// what the agent's runtime knows at the moment of the call. It is called
+// from pod worker goroutines (see WrapSyncer), concurrently for different
+// pods, and must return quickly without blocking on the network. It must
+// not modify pod. An error means "no status now"; the previous one stays.
+type PodStatusFunc func(ctx context.Context, pod *v1.Pod) (v1.PodStatus, error)
+
+// Workers is what a Writer asks the pod workers: two questions of their
+// window, a snapshot, and their transitions. A *podworker.PodWorkers[T]
+// satisfies it. (It was kube.PodWindow, a name lifecycle uses for another
+// interface.)
+type Workers interface {
+	// Pod returns a snapshot of the worker of uid.
+	Pod(uid types.UID) (podworker.PodInfo, bool)
+	// CouldHaveRunningContainers reports whether the pod may still run
+	// containers; a terminal phase is withheld while it does.
+	CouldHaveRunningContainers(uid types.UID) bool
+	// ShouldPodBeFinished reports whether the pod is done; a deleted pod
+	// that is done is removed from the API server.
+	ShouldPodBeFinished(uid types.UID) bool
+	// Subscribe delivers the workers' stage changes to ch without blocking.
+	Subscribe(ch chan<- podworker.Transition) *podworker.Subscription
+}
+
+var _ Workers = (*podworker.PodWorkers[struct{}])(nil)
+
+// Options configure a Writer. The zero value is valid.
+type Options struct {
+	// NodeName is the node the writer's client acts for. Under the Node
+	// authorizer a node may not read a pod it is not (yet) known to run:
+	// a pod just bound to it, until the authorizer has seen the binding,
+	// and a pod that is gone. With NodeName set, a refused read is followed
+	// by a list of the node's pods (spec.nodeName selector, which the
+	// authorizer allows) that tells the two apart: the writer keeps trying
+	// while the pod exists, and stops once it is gone. Without it the
+	// writer gives up on a refused pod the workers have forgotten after a
+	// few attempts.
+	NodeName string
+	// ResyncInterval is how long after a successful write the writer checks
+	// a pod's status in the API server again, even if nothing was
+	// reported, so a status changed by someone else is put back. Defaults
+	// to one minute; negative disables resyncs.
+	ResyncInterval time.Duration
+	// BackOff and MaxBackOff bound the per-pod exponential delay before a
+	// failed write is tried again. Default to 200 milliseconds and 10
+	// seconds (the kubelet's status manager retries every 10 seconds).
+	BackOff, MaxBackOff time.Duration
+	// SyncTimeout bounds the API calls of one check of one pod (a read, a
+	// status patch, a delete), so a request the server never answers
+	// fails and is tried again instead of stopping every write. Defaults
+	// to 30 seconds.
+	SyncTimeout time.Duration
+	// Logger receives write failures at level 0 and per-pod detail at V(4).
+	// Defaults to the zero Logger, which discards.
+	Logger logr.Logger
+	// Clock times resyncs and backoff. Defaults to the real clock.
+	Clock clock.WithTicker
+}
+
+// Writer is a plain status manager for an agent connected to an API
+// server. It keeps the status subresource of each pod the agent runs in
+// step with what the runtime says, and completes deletions:
+//
+//   - The status recorded for a pod (SetPodStatus, usually through
+//     WrapSyncer after each sync) is patched onto the pod's status
+//     subresource when it differs from the stored one. A static pod's status
+//     goes to its mirror pod, and only to a mirror of that very pod
+//     (mirror.IsMirrorPodOf).
+//   - A terminal phase (Succeeded, Failed) is withheld, the stored phase
+//     kept, while Workers.CouldHaveRunningContainers is true: the API
+//     server must not say a pod is done while a process of it may run. It
+//     is written once the worker reports the pod terminated (a withheld
+//     phase is also checked again with backoff, for pods the workers never
+//     ran, such as those rejected at admission, which are not known to be
+//     stopped until the workers are synced).
+//   - A pod whose containers are known stopped (WriteTerminated, or a
+//     finished worker) always gets a terminal phase, as the kubelet's
+//     status manager gives it when a pod terminates: Failed unless the
+//     recorded status says otherwise.
+//   - Once a pod that has a deletion timestamp is finished
+//     (Workers.ShouldPodBeFinished) and its terminal phase is stored, it
+//     is deleted with grace period 0 and a UID precondition: the step that
+//     lets a graceful deletion complete in the cluster. Static pods and
+//     mirror pods are never deleted here.
+//   - A phase that is already terminal in the API server is never changed,
+//     and conditions of types the agent does not report (set by the
+//     scheduler or a controller) are kept.
+//
+// Each write carries the target's UID, so a pod deleted and created again
+// under the same name is never written with another pod's status. A write
+// the API server refuses for a reason that passes (the Node authorizer not
+// yet aware of the pod's binding, a conflict, a timeout, the server away)
+// is tried again with per-pod backoff until it lands or the pod is gone
+// from the API server (deleted, or replaced by another of the same name).
+//
+// Create it with New and run it with Run. All methods are safe
+// for concurrent use.
+type Writer struct {
+	pods corev1client.PodsGetter
+	opts Options
+
+	// podLocks serializes the API writes for one pod (of the worker and of
+	// WrapSyncer's SyncTerminatedPod), so two writes never race for it,
+	// while writes for different pods go on side by side.
+	podLocks uidLocks
+
+	mu sync.Mutex
+	// statuses holds the newest status recorded for each UID and the pod
+	// it was derived for. Entries are dropped once the pod workers forget
+	// the UID.
+	statuses map[types.UID]recordedStatus
+	// queue is the work queue while Run runs; nil before and after.
+	queue workqueue.TypedRateLimitingInterface[types.UID]
+	// early holds UIDs enqueued before Run created the queue.
+	early map[types.UID]struct{}
+	// ran is set once Run started; a second Run is refused.
+	ran bool
+}
+
+type recordedStatus struct {
+	pod    *v1.Pod
+	status v1.PodStatus
+}
+
+// New returns a Writer that writes through pods (usually
+// clientset.CoreV1()). It starts nothing: call Run. An error says which
+// argument or option is invalid.
+func New(pods corev1client.PodsGetter, opts Options) (*Writer, error) {
+	if pods == nil {
+		return nil, errors.New("statuswriter: New needs a pods client")
+	}
+	if opts.ResyncInterval == 0 {
+		opts.ResyncInterval = time.Minute
+	}
+	if opts.BackOff < 0 || opts.MaxBackOff < 0 || opts.SyncTimeout < 0 {
+		return nil, errors.New("statuswriter: Options: negative backoff or timeout")
+	}
+	if opts.SyncTimeout == 0 {
+		opts.SyncTimeout = 30 * time.Second
+	}
+	if opts.BackOff == 0 {
+		opts.BackOff = 200 * time.Millisecond
+	}
+	if opts.MaxBackOff == 0 {
+		opts.MaxBackOff = max(10*time.Second, opts.BackOff)
+	}
+	if opts.MaxBackOff < opts.BackOff {
+		return nil, errors.New("statuswriter: Options: MaxBackOff below BackOff")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Writer{
+		pods:     pods,
+		opts:     opts,
+		statuses: make(map[types.UID]recordedStatus),
+		early:    make(map[types.UID]struct{}),
+		podLocks: uidLocks{held: make(map[types.UID]*uidLock)},
+	}, nil
+}
+
+// SetPodStatus records status as the current status of pod and schedules a
+// write. The writer keeps both (do not modify them afterwards). It never
+// blocks; a write for a pod whose status did not change costs one read.
+func (w *Writer) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
+	if pod == nil || pod.UID == "" {
+		return
+	}
+	w.mu.Lock()
+	w.statuses[pod.UID] = recordedStatus{pod: pod, status: status}
+	w.mu.Unlock()
+	w.Enqueue(pod.UID)
+}
+
+// recorded returns the status recorded for uid, if any.
+func (w *Writer) recorded(uid types.UID) (recordedStatus, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rec, ok := w.statuses[uid]
+	return rec, ok
+}
+
+// Enqueue schedules a check of the pod uid: its recorded status is written
+// if it changed and, if it is deleted and finished, it is removed from the
+// API server. It never blocks. After Run has returned it does nothing.
+func (w *Writer) Enqueue(uid types.UID) {
+	if uid == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.queue != nil:
+		w.queue.Add(uid)
+	case !w.ran:
+		w.early[uid] = struct{}{}
+	}
+}
+
+// enqueueRecorded schedules a check of every pod with a recorded status.
+func (w *Writer) enqueueRecorded() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.queue == nil {
+		return
+	}
+	for uid := range w.statuses {
+		w.queue.Add(uid)
+	}
+}
+
+// droppedCheckInterval is how often Run looks whether the pod workers
+// dropped transitions it should have seen.
+const droppedCheckInterval = time.Second
+
+// Run writes statuses until ctx ends, then stops and returns nil once its
+// goroutines have returned. It may be called once.
+//
+// window is where the writer learns how far each pod is (normally the
+// agent's *podworker.PodWorkers). It is given here rather than to
+// New because the pod workers are built over WrapSyncer, which
+// needs the writer first. Call Run from a goroutine of its own.
+//
+// Each stage change of a worker schedules a check of its pod. Should the
+// workers drop changes (a burst larger than the writer's buffer), every
+// pod with a recorded status is checked again, so a finished pod is never
+// left waiting for its resync.
+func (w *Writer) Run(ctx context.Context, window Workers) error {
+	if window == nil {
+		return errors.New("statuswriter: Writer.Run needs a pod window")
+	}
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](w.opts.BackOff, w.opts.MaxBackOff),
+		workqueue.TypedRateLimitingQueueConfig[types.UID]{Clock: w.opts.Clock},
+	)
+	w.mu.Lock()
+	if w.ran {
+		w.mu.Unlock()
+		queue.ShutDown()
+		return errors.New("statuswriter: Writer.Run called twice")
+	}
+	w.ran = true
+	w.queue = queue
+	for uid := range w.early {
+		queue.Add(uid)
+	}
+	w.early = nil
+	w.mu.Unlock()
+
+	transitions := make(chan podworker.Transition, 1024)
+	sub := window.Subscribe(transitions)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		ticker := w.opts.Clock.NewTicker(droppedCheckInterval)
+		defer ticker.Stop()
+		var dropped uint64
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case tr := <-transitions:
+				queue.Add(tr.UID)
+			case <-ticker.C():
+			}
+			if d := sub.Dropped(); d != dropped {
+				dropped = d
+				w.opts.Logger.V(4).Info("Pod workers dropped transitions; checking every pod", "dropped", d)
+				w.enqueueRecorded()
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for w.processNext(ctx, queue, window) {
+		}
+	}()
+
+	<-ctx.Done()
+	sub.Close()
+	w.mu.Lock()
+	w.queue = nil
+	w.mu.Unlock()
+	queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (w *Writer) processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[types.UID], window Workers) bool {
+	uid, shutdown := queue.Get()
+	if shutdown {
+		return false
+	}
+	defer queue.Done(uid)
+	attempts := queue.NumRequeues(uid)
+	result, err := w.syncFromWindow(ctx, uid, window, attempts)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		// A mirror pod not created yet, or a pod the Node authorizer does
+		// not yet know is bound here, is normal for a moment.
+		logger := w.opts.Logger.WithValues("podUID", uid, "attempt", attempts+1)
+		if attempts < 3 {
+			logger.V(4).Info("Writing pod status failed; will retry", "err", err.Error())
+		} else {
+			logger.Error(err, "Writing pod status failed; will retry")
+		}
+		queue.AddRateLimited(uid)
+	case err != nil:
+		// Shutting down.
+	case result == forget:
+		queue.Forget(uid)
+		w.mu.Lock()
+		delete(w.statuses, uid)
+		w.mu.Unlock()
+	case result == withheld:
+		queue.AddRateLimited(uid)
+	default:
+		queue.Forget(uid)
+		if w.opts.ResyncInterval > 0 {
+			queue.AddAfter(uid, w.opts.ResyncInterval)
+		}
+	}
+	return true
+}
+
+// uidLocks is a mutex per UID, kept only while someone holds or waits for
+// it.
+type uidLocks struct {
+	mu   sync.Mutex
+	held map[types.UID]*uidLock
+}
+
+type uidLock struct {
+	sync.Mutex
+	// users counts the holder and the waiters.
+	users int
+}
+
+// lock locks uid's mutex and returns its unlock.
+func (l *uidLocks) lock(uid types.UID) (unlock func()) {
+	l.mu.Lock()
+	m := l.held[uid]
+	if m == nil {
+		m = &uidLock{}
+		l.held[uid] = m
+	}
+	m.users++
+	l.mu.Unlock()
+	m.Lock()
+	return func() {
+		m.Unlock()
+		l.mu.Lock()
+		if m.users--; m.users == 0 {
+			delete(l.held, uid)
+		}
+		l.mu.Unlock()
+	}
+}
