@@ -28,7 +28,7 @@
 //  4. Calls SyncKnownPods periodically (housekeeping) with every pod config
 //     knows, then sends SyncPodCreate for desired pods missing from the
 //     result, and kills runtime pods no worker knows with a RunningPod
-//     update. lifecycle.Handler.Housekeeping does all of it.
+//     update. lifecycle.SyncLoop.Housekeeping does all of it.
 //  5. Reports runtime events (a container exited) with Resync(uid), so the
 //     pod's hook runs again soon rather than at the next resync.
 //  6. Asks the window (CouldHaveRunningContainers, ShouldPodContentBeRemoved,

@@ -28,7 +28,7 @@ const (
 // other loop of the agent where each pod stands.
 //
 // Create it with New, start it with Run, feed it with UpdatePod (usually
-// through lifecycle.Handler) and SyncKnownPods. All methods are safe for
+// through lifecycle.SyncLoop) and SyncKnownPods. All methods are safe for
 // concurrent use from any goroutine.
 //
 // PodWorkers is the driver of the engine's pure state machine (machine):
