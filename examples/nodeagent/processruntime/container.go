@@ -1,7 +1,6 @@
 package processruntime
 
 import (
-	"context"
 	"fmt"
 	"os/exec"
 	"syscall"
@@ -12,7 +11,7 @@ import (
 // start starts c's process (c.starting is set) and records the outcome:
 // the process, an exit with ReasonStartError, or, when the container's
 // configuration cannot be applied (runAsNonRoot), why it waits.
-func (r *Runtime) start(ctx context.Context, p *podState, pod *v1.Pod, c *container) {
+func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
 	spec := findContainer(pod, c.rec.Name)
 	now := r.clock.Now()
 	if spec != nil {
@@ -49,7 +48,7 @@ func (r *Runtime) start(ctx context.Context, p *podState, pod *v1.Pod, c *contai
 	var cmd *exec.Cmd
 	var err error
 	if p.sb != nil && spec != nil {
-		pr, err = r.startSandboxed(ctx, p, pod, spec, instance)
+		pr, err = r.startSandboxed(p, pod, spec, instance)
 	} else {
 		pr, cmd, err = r.startProcess(p, pod, spec, instance)
 	}

@@ -274,10 +274,25 @@ func (l *limiter) remove(uid types.UID) error {
 	return nil
 }
 
-// v1Populated reports whether a live process is in the v1 cgroup dir.
+// v1Populated reports whether a live process is in the v1 cgroup dir. A
+// zombie is listed in cgroup.procs until its parent reaps it (for the init
+// of a crashed agent's pod, the host's init, which may take its time), but
+// it runs nothing and is not counted.
 func v1Populated(dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	return err == nil && len(strings.TrimSpace(string(b))) > 0
+	if err != nil {
+		return false
+	}
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return true
+		}
+		if st, err := readStat(pid); err == nil && !st.zombie() {
+			return true
+		}
+	}
+	return false
 }
 
 // v1Pods lists the pods that have a v1 cgroup.

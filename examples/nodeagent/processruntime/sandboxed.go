@@ -69,7 +69,7 @@ func (r *Runtime) processSpec(p *podState, pod *v1.Pod, spec *v1.Container) (*sa
 // startSandboxed starts the container's instance in the pod's sandbox:
 // its log shim, the container stage (created, waiting before its
 // execve), the stage put in the container's cgroup, then its command.
-func (r *Runtime) startSandboxed(ctx context.Context, p *podState, pod *v1.Pod, spec *v1.Container, instance int) (*proc, error) {
+func (r *Runtime) startSandboxed(p *podState, pod *v1.Pod, spec *v1.Container, instance int) (*proc, error) {
 	r.mu.Lock()
 	sb := p.sb
 	r.mu.Unlock()
@@ -85,7 +85,11 @@ func (r *Runtime) startSandboxed(ctx context.Context, p *podState, pod *v1.Pod, 
 		return nil, err
 	}
 	name := procName(spec.Name, instance)
-	cctx, cancel := context.WithTimeout(ctx, sandboxWait)
+	// Not SyncPod's ctx: a termination requested while the container
+	// starts must not leave it half-started (reported StartError and
+	// killed without its grace period). The start completes, SyncPod
+	// returns, and SyncTerminatingPod stops the container as it stops any.
+	cctx, cancel := context.WithTimeout(r.closingCtx, sandboxWait)
 	defer cancel()
 	sp, err := sb.conn.Create(cctx, name, ps, stdout, stderr)
 	// The stage holds the pipes now (or nothing does, and the shim ends).

@@ -103,7 +103,7 @@ func (r *Runtime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v
 				return false, err
 			}
 			startedNow[c] = true
-			r.start(ctx, p, pod, c)
+			r.start(p, pod, c)
 		}
 	}
 }
