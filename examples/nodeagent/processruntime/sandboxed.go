@@ -80,22 +80,37 @@ func (r *Runtime) startSandboxed(ctx context.Context, p *podState, pod *v1.Pod, 
 	if waiting != nil {
 		return nil, errors.New(waiting.Message)
 	}
-	stdout, stderr, shim, err := r.startLogShim(containerLogDir(p.dir, spec.Name), instance)
-	if err != nil {
-		return nil, err
-	}
 	name := procName(spec.Name, instance)
+	logDir := containerLogDir(p.dir, spec.Name)
+	mode := shimMode(spec)
+	// Its log shim holds its output pipes (and stdin), started first; or,
+	// with a terminal, the terminal the init opens, once it has.
+	var shim *logShim
+	stdio := sandbox.Stdio{TTY: mode.TTY}
+	if !mode.TTY {
+		cio, sh, err := r.startLogShim(logDir, instance, mode, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer cio.close()
+		shim, stdio.Stdout, stdio.Stderr, stdio.Stdin = sh, cio.stdout, cio.stderr, cio.stdin
+	}
 	cctx, cancel := context.WithTimeout(ctx, sandboxWait)
 	defer cancel()
-	sp, err := sb.conn.Create(cctx, name, ps, stdout, stderr)
-	// The stage holds the pipes now (or nothing does, and the shim ends).
-	stdout.Close()
-	stderr.Close()
+	sp, err := sb.conn.Create(cctx, name, ps, stdio)
 	if err != nil {
 		if cctx.Err() != nil {
 			r.abandon(sb, name)
 		}
 		return nil, err
+	}
+	if mode.TTY {
+		_, shim, err = r.startLogShim(logDir, instance, mode, sp.Terminal)
+		sp.Terminal.Close()
+		if err != nil {
+			r.abandon(sb, name)
+			return nil, err
+		}
 	}
 	cgroup := ""
 	if r.cgroups != nil {
