@@ -81,6 +81,9 @@ func (r *Runtime) startSandboxed(ctx context.Context, p *podState, pod *v1.Pod, 
 		return nil, errors.New(waiting.Message)
 	}
 	name := procName(spec.Name, instance)
+	if err := r.aimEphemeral(p, pod, spec.Name, ps); err != nil {
+		return nil, err
+	}
 	logDir := containerLogDir(p.dir, spec.Name)
 	mode := shimMode(spec)
 	// Its log shim holds its output pipes (and stdin), started first; or,
