@@ -8,8 +8,11 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/pty"
 )
 
 // This file runs a command in a running container (kubectl exec, cp):
@@ -23,8 +26,9 @@ import (
 // container's view (its volumes, its read-only root), with its identity
 // (user, groups, capabilities, no_new_privs, seccomp), environment and
 // working directory, in its cgroup; with s.TTY, on a terminal opened in
-// the pod, whose size follows s.Resize. s.Stdin's end closes the command's
-// stdin; without s.Stdin, its stdin is /dev/null.
+// the pod, whose size follows s.Resize (the command runs once the first
+// size has come, or after initialSizeWait without one). s.Stdin's end
+// closes the command's stdin; without s.Stdin, its stdin is /dev/null.
 //
 // It returns the command's exit code once it has exited (128+n for a
 // signal n) and its output is copied. The error is nil then; it says why
@@ -113,6 +117,30 @@ func closeFiles(files ...*os.File) {
 		if f != nil {
 			f.Close()
 		}
+	}
+}
+
+// initialSizeWait bounds how long an exec with a terminal waits for the
+// client's first terminal size before its command runs, so the command
+// starts with the client's size (kubectl sends it at once), not 0x0.
+const initialSizeWait = time.Second
+
+// applyInitialSize sets the terminal's size to the client's first one,
+// waiting for it up to initialSizeWait (or until ctx ends); the later
+// ones are forwarded once the command runs.
+func (r *Runtime) applyInitialSize(ctx context.Context, s Streams, terminal *os.File) {
+	if s.Resize == nil {
+		return
+	}
+	t := r.clock.NewTimer(initialSizeWait)
+	defer t.Stop()
+	select {
+	case size, ok := <-s.Resize:
+		if ok && size.Width > 0 && size.Height > 0 {
+			_ = pty.SetSize(terminal, size.Width, size.Height)
+		}
+	case <-t.C():
+	case <-ctx.Done():
 	}
 }
 

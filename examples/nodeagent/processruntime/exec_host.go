@@ -46,6 +46,9 @@ func (r *Runtime) execHost(ctx context.Context, rc runningContainer, cmd []strin
 		}
 	}
 	sess := &execSession{pipes: pipes, terminal: master}
+	if master != nil {
+		r.applyInitialSize(ctx, s, master)
+	}
 	if r.cgroups != nil && rc.proc.cgroup != "" {
 		err = r.cgroups.startIn(c, rc.proc.cgroup)
 	} else {

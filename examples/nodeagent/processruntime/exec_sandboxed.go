@@ -62,6 +62,9 @@ func (r *Runtime) execSandboxed(ctx context.Context, rc runningContainer, cmd []
 			return 0, err
 		}
 	}
+	if sp.Terminal != nil {
+		r.applyInitialSize(ctx, s, sp.Terminal)
+	}
 	if err := sb.conn.Start(cctx, name); err != nil {
 		sess.closeEnds()
 		r.abandonExec(sb, name)

@@ -84,7 +84,7 @@ func TestExecWithATerminal(t *testing.T) {
 
 	s := startExec(t, rt, pod.UID, "c", true, true, "sh", "-c", `tty; stty size; read line; echo "got $line"; exit 5`)
 	s.resize <- processruntime.TerminalSize{Width: 100, Height: 30}
-	s.out.waitFor(t, "30 100")
+	s.out.waitFor(t, "30 100\r\n") // the client's first size, before the command ran
 	s.typeIn(t, "typed\r")
 	end := s.wait(t)
 	require.NoError(t, end.err)
