@@ -15,7 +15,11 @@ func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
 	spec := findContainer(pod, c.rec.Name)
 	now := r.clock.Now()
 	if spec != nil {
-		if _, _, _, waiting := r.identity(pod, spec, effectiveSecurity(pod, spec)); waiting != nil {
+		waiting := r.ephemeralWaiting(pod, c)
+		if waiting == nil {
+			_, _, _, waiting = r.identity(pod, spec, effectiveSecurity(pod, spec))
+		}
+		if waiting != nil {
 			r.mu.Lock()
 			c.starting = false
 			changed := c.waiting == nil || *c.waiting != *waiting
@@ -82,6 +86,8 @@ func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
 	r.emit(ev)
 }
 
+// findContainer returns the spec of the pod's container name: init,
+// regular or ephemeral.
 func findContainer(pod *v1.Pod, name string) *v1.Container {
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
@@ -90,7 +96,8 @@ func findContainer(pod *v1.Pod, name string) *v1.Container {
 			}
 		}
 	}
-	return nil
+	spec, _ := ephemeralSpec(pod, name)
+	return spec
 }
 
 func containerID(pid int, startTicks uint64) string {

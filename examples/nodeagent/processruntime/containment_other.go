@@ -19,6 +19,7 @@ func cgroupOf(string) (string, error)                                  { return 
 func (*cgroupTree) podCgroup(types.UID) string                         { return "" }
 func (*cgroupTree) podCgroups() ([]types.UID, error)                   { return nil, errUnsupportedOS }
 func (*cgroupTree) start(*exec.Cmd, types.UID, string) (string, error) { return "", errUnsupportedOS }
+func (*cgroupTree) startIn(*exec.Cmd, string) error                    { return errUnsupportedOS }
 func (*cgroupTree) populated(string) (bool, error)                     { return false, errUnsupportedOS }
 func (*cgroupTree) kill(string) error                                  { return errUnsupportedOS }
 func (*cgroupTree) remove(string) error                                { return errUnsupportedOS }

@@ -38,6 +38,9 @@
 //     call PruneTombstones with whether config still has each UID, so the
 //     logs of a pod that ended last as long as the pod is in config.
 //  7. Turn a PodStatus into a v1.PodStatus with APIStatus.
+//  8. Serve the kubelet API's sessions and figures from Exec, Attach,
+//     PortForward, PodStats and RunningPods (see Sessions and Stats
+//     below), each called from the request's goroutine.
 //
 // # State directory
 //
@@ -148,6 +151,69 @@
 //     ignores every signal but SIGKILL from the host.
 //   - With hostPID, end the pod's processes by killing the init (the
 //     cgroup or the environment scan does).
+//
+// # Stdin and terminals
+//
+// A container with stdin: true gets a pipe as its stdin, whose write end
+// its log shim holds (without: /dev/null); one with tty: true gets a
+// terminal as its stdin, stdout, stderr and controlling terminal, opened
+// in its pod's own devpts by the sandbox's init (on the host's for a pod
+// without a sandbox), whose master its log shim holds: its output is then
+// one stream, logged as stdout. So both survive an agent restart, as the
+// output does. stdinOnce closes the stdin once the first attach session
+// with input ends (with a terminal, input stops; the terminal still
+// carries the output). The shim's attach protocol is in the logshim
+// package.
+//
+// # Sessions: exec, attach, port-forward
+//
+// Exec runs a command as its container runs: through the sandbox's init,
+// a process of the pod entering the mount namespace of the container's
+// process (so its volumes and read-only root), with its identity,
+// environment and working directory, put in its cgroup before its
+// command runs; with a terminal opened in the pod when asked. An exec is
+// no container: it ends with its container (its cgroup) and its pod (the
+// PID namespace), its exit is only the session's, and an exec an earlier
+// run of the agent left (its session went with it) is killed at Open.
+// Exec needs the pod's spec, so it waits for the pod's first SyncPod of
+// this run. Attach joins the log shim of the container's current
+// instance: several sessions share the output, their input goes to the
+// container's stdin, and leaving stops nothing. PortForward dials
+// 127.0.0.1 inside the pod's network namespace, on an OS thread that
+// enters it and is put back after (never left there: a thread that
+// cannot be put back ends), or on the host's loopback for a pod of the
+// host's network.
+//
+// Ephemeral containers (kubectl debug) are started by SyncPod once they
+// appear in the spec, whatever the init containers do, and never again
+// after they exit; they are in no phase, condition or readiness. One
+// with targetContainerName runs in its target's view (as an exec does;
+// the pod's PID namespace is shared by all its containers already), and
+// cannot have volumeMounts, readOnlyRootFilesystem or procMount of its
+// own. What the runtime cannot run in one (no command, privileged in a
+// pod with a user namespace, what ValidatePod refuses) makes it wait in
+// CreateContainerConfigError instead of failing the running pod.
+//
+// What differs from a kubelet: an exec shares its container's mount
+// namespace as it is, not a copy made when the container started (the
+// same, unless the container mounts things itself); port-forward reaches
+// 127.0.0.1 only, not ::1.
+//
+// # Stats
+//
+// PodStats measures the pods that run (a container process runs), and
+// each running container: CPU time from a cgroup v2's cpu.stat (the
+// pod's and each container process's, where the runtime has a cgroup v2
+// tree), else the pod's cgroup v1 cpuacct, else the /proc times of the
+// processes (those of children nobody reaped are lost); memory working
+// set as cAdvisor counts it (usage less inactive file pages) from the
+// pod's cgroup (v2 with the memory controller, else v1), else the sum of
+// the processes' Pss from /proc; network traffic of the pod's network
+// namespace (/proc/<init>/net/dev, lo left out). Containers without a
+// cgroup of their own are found by a scan of the process table's
+// environments, once per call. A figure that cannot be read is left out,
+// never reported as zero. RunningPods lists the pods with a running
+// container.
 //
 // # Limits
 //
@@ -302,7 +368,12 @@
 // polls an adopted one until it ends or Close; one reads the init's
 // messages until the connection ends (Close ends it); one per container
 // process waits for its exit from the init until it comes or Close.
-// ReadLogs runs in its caller's goroutine.
+// ReadLogs, Exec, Attach, PortForward and PodStats run in their caller's
+// goroutine; Exec has one goroutine more per output stream and for
+// resizes, ended before it returns, and one copying the client's input
+// that ends when a Read of it returns (the session's end); a cancelled
+// exec has one waiting for its process's end to drop it from the init's
+// table.
 //
 // The runtime reads /proc, so it works on Linux only; elsewhere Open
 // returns an error.

@@ -64,7 +64,14 @@ func openLimiter(stateDir string, tree *cgroupTree, pids int64, sandboxed bool) 
 	}
 	recorded := readV1Record(stateDir)
 	var lines []string
-	for _, c := range limitControllers {
+	controllers := limitControllers
+	if tree == nil {
+		// Not a limit: where the pods have no cgroup v2 (whose cpu.stat
+		// every cgroup has), their CPU time is read from cpuacct
+		// (stats.go).
+		controllers = append(controllers[:len(controllers):len(controllers)], "cpuacct")
+	}
+	for _, c := range controllers {
 		if l.v2Has[c] {
 			continue
 		}

@@ -38,52 +38,94 @@ func containerLogDir(podDir, container string) string {
 	return filepath.Join(podDir, logsDir, container)
 }
 
-// startLogShim starts the shim of the container's instance and returns
-// the write ends of its stdout and stderr pipes, which the caller gives the
-// container and then closes.
-func (r *Runtime) startLogShim(dir string, instance int) (stdout, stderr *os.File, sh *logShim, err error) {
+// startLogShim starts the shim of the container's instance, holding
+// what mode says of the container: with mode.TTY, terminal, the master of
+// the container's terminal (the caller keeps the slave and closes its
+// master after); else the read ends of new stdout and stderr pipes, and
+// with mode.Stdin the write end of a stdin pipe. It returns the process's
+// ends of the pipes, which the caller gives the container and then closes
+// (none with a terminal). The shim serves attach sessions on its socket
+// (logshim.AttachSocketName) from the start.
+func (r *Runtime) startLogShim(dir string, instance int, mode logshim.Mode, terminal *os.File) (cio containerIO, sh *logShim, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, nil, fmt.Errorf("creating the log directory: %w", err)
+		return containerIO{}, nil, fmt.Errorf("creating the log directory: %w", err)
+	}
+	if mode.TTY != (terminal != nil) {
+		return containerIO{}, nil, errors.New("a container's terminal needs its master, and only it")
 	}
 	lock, err := logshim.CreateLock(dir, instance)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("locking the log: %w", err)
+		return containerIO{}, nil, fmt.Errorf("locking the log: %w", err)
 	}
 	defer lock.Close()
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
+	listener, err := logshim.ListenAttach(dir, instance)
+	if err != nil {
+		_ = os.Remove(lock.Name())
+		return containerIO{}, nil, err
+	}
+	defer listener.Close()
+	// shimEnds are given to the shim (closed here once it has them); the
+	// process's ends go into cio.
+	var shimEnds []*os.File
+	fail := func(err error) (containerIO, *logShim, error) {
+		for _, f := range shimEnds {
 			f.Close()
 		}
+		cio.close()
+		_ = os.Remove(lock.Name())
+		_ = os.Remove(filepath.Join(dir, logshim.AttachSocketName(instance)))
+		return containerIO{}, nil, err
 	}
-	for range 2 {
+	// The shim's descriptors 3 to 7 (see the logshim package).
+	extra := make([]*os.File, 5)
+	extra[2], extra[3] = lock, listener
+	pipe := func(shimReads bool) (*os.File, error) {
 		rd, wr, err := os.Pipe()
 		if err != nil {
-			closeAll()
-			_ = os.Remove(lock.Name())
-			return nil, nil, nil, fmt.Errorf("creating a pipe for the log: %w", err)
+			return nil, fmt.Errorf("creating a pipe for the container: %w", err)
 		}
-		files = append(files, rd, wr)
+		if shimReads {
+			shimEnds = append(shimEnds, rd)
+			return wr, nil
+		}
+		shimEnds = append(shimEnds, wr)
+		return rd, nil
+	}
+	if mode.TTY {
+		extra[0] = terminal
+	} else {
+		if cio.stdout, err = pipe(true); err != nil {
+			return fail(err)
+		}
+		if cio.stderr, err = pipe(true); err != nil {
+			return fail(err)
+		}
+		extra[0], extra[1] = shimEnds[0], shimEnds[1]
+		if mode.Stdin {
+			if cio.stdin, err = pipe(false); err != nil {
+				return fail(err)
+			}
+			extra[4] = shimEnds[2]
+		}
 	}
 	cmd := &exec.Cmd{
 		Path: shimExecutable,
-		Args: append([]string{"podkit-log-shim"}, logshim.Args(dir, instance, r.logMaxSize, r.logMaxFiles)...),
+		Args: append([]string{"podkit-log-shim"}, logshim.Args(dir, instance, r.logMaxSize, r.logMaxFiles, mode)...),
 		// GORACE matters only when the program was built with -race (a
 		// test binary): the race runtime would sleep a second at exit.
 		Env:        []string{logshim.MarkerEnv + "=1", "GORACE=atexit_sleep_ms=0"},
 		Dir:        "/",
-		ExtraFiles: []*os.File{files[0], files[2], lock},
+		ExtraFiles: extra,
 		// A group of its own: signals for the agent's group (a terminal's
 		// Ctrl-C) or the container's do not reach it.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if err := cmd.Start(); err != nil {
-		closeAll()
-		_ = os.Remove(lock.Name())
-		return nil, nil, nil, fmt.Errorf("starting the log shim: %w", err)
+		return fail(fmt.Errorf("starting the log shim: %w", err))
 	}
-	files[0].Close()
-	files[2].Close()
+	for _, f := range shimEnds {
+		f.Close()
+	}
 	// Record who holds the lock, so a stuck shim can be killed by a later
 	// run of the agent too.
 	if st, err := readStat(cmd.Process.Pid); err == nil {
@@ -94,7 +136,7 @@ func (r *Runtime) startLogShim(dir string, instance int) (stdout, stderr *os.Fil
 		_ = cmd.Wait()
 		close(sh.exited)
 	}()
-	return files[1], files[3], sh, nil
+	return cio, sh, nil
 }
 
 // awaitLogShim waits, once the instance's processes have ended, until its

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/pty"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/sandbox"
 )
 
@@ -34,8 +35,22 @@ func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container, ins
 	if err != nil {
 		return nil, nil, err
 	}
-	stdout, stderr, shim, err := r.startLogShim(containerLogDir(p.dir, spec.Name), instance)
+	mode := shimMode(spec)
+	var master, slave *os.File
+	if mode.TTY {
+		if master, slave, err = pty.Open("/dev/ptmx"); err != nil {
+			return nil, nil, err
+		}
+	}
+	cio, shim, err := r.startLogShim(containerLogDir(p.dir, spec.Name), instance, mode, master)
+	if master != nil {
+		// The shim holds it now.
+		master.Close()
+	}
 	if err != nil {
+		if slave != nil {
+			slave.Close()
+		}
 		return nil, nil, err
 	}
 	cmd := &exec.Cmd{
@@ -43,15 +58,26 @@ func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container, ins
 		Args:        argv,
 		Env:         env,
 		Dir:         dir,
-		Stdout:      stdout,
-		Stderr:      stderr,
+		Stdout:      cio.stdout,
+		Stderr:      cio.stderr,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
+	if cio.stdin != nil {
+		cmd.Stdin = cio.stdin
+	}
+	if slave != nil {
+		// Its terminal, as its controlling terminal: a session of its own,
+		// whose leader it is (so its process group is its PID, as without).
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	cgroup, err := r.startContained(cmd, p.uid, spec.Name)
-	// The container holds the pipes now (or nothing does, and the shim
+	// The container holds its ends now (or nothing does, and the shim
 	// ends at once).
-	stdout.Close()
-	stderr.Close()
+	cio.close()
+	if slave != nil {
+		slave.Close()
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting %q: %w", exe, err)
 	}

@@ -13,8 +13,9 @@ import (
 // takes its ID range back, reconnects to its init if it still runs and
 // asks it what it knows (List), then adopts the containers still running
 // (their exits come through the init, with their codes), records how
-// those that ended while no agent was connected ended, and kills the pod
-// cleanly when its init cannot be reached. Without a sandbox in this run,
+// those that ended while no agent was connected ended, kills the execs
+// whose sessions went with the earlier run, and kills the pod cleanly
+// when its init cannot be reached. Without a sandbox in this run,
 // or with another pod holding its ID range, the pod's sandbox is killed:
 // this run cannot look after it.
 func (r *Runtime) recoverSandboxed(p *podState, rec sandboxRecord, now time.Time) {
@@ -64,6 +65,9 @@ func (r *Runtime) recoverSandboxed(p *podState, rec sandboxRecord, now time.Time
 	if alive {
 		r.watchers.Add(1)
 		go r.watchInit(p, sb)
+		if sb.conn != nil {
+			r.endLeftoverExecs(sb, procs)
+		}
 	} else {
 		close(sb.gone)
 	}

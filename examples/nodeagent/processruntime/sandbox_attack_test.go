@@ -34,16 +34,23 @@ import (
 func sandboxed(t *testing.T, opts processruntime.Options) *processruntime.Runtime {
 	t.Helper()
 	if opts.StateDir == "" {
-		dir, err := os.MkdirTemp("/var/tmp", "podkit-sandbox-attack-")
-		require.NoError(t, err)
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		opts.StateDir = filepath.Join(dir, "state")
+		opts.StateDir = sandboxStateDir(t)
 	}
 	rt := openRuntime(t, opts)
 	if c := rt.Containment(); !c.Sandbox {
 		t.Skipf("no sandbox on this machine: %s", c.SandboxFallback)
 	}
 	return rt
+}
+
+// sandboxStateDir makes a state directory outside /tmp (see sandboxed),
+// removed when the test ends.
+func sandboxStateDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "podkit-sandbox-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "state")
 }
 
 // runToEnd runs pod until its container "c" exits and returns its log.

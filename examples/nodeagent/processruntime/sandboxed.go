@@ -80,26 +80,44 @@ func (r *Runtime) startSandboxed(p *podState, pod *v1.Pod, spec *v1.Container, i
 	if waiting != nil {
 		return nil, errors.New(waiting.Message)
 	}
-	stdout, stderr, shim, err := r.startLogShim(containerLogDir(p.dir, spec.Name), instance)
-	if err != nil {
+	name := procName(spec.Name, instance)
+	if err := r.aimEphemeral(p, pod, spec.Name, ps); err != nil {
 		return nil, err
 	}
-	name := procName(spec.Name, instance)
+	logDir := containerLogDir(p.dir, spec.Name)
+	mode := shimMode(spec)
+	// Its log shim holds its output pipes (and stdin), started first; or,
+	// with a terminal, the terminal the init opens, once it has.
+	var shim *logShim
+	stdio := sandbox.Stdio{TTY: mode.TTY}
+	if !mode.TTY {
+		cio, sh, err := r.startLogShim(logDir, instance, mode, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer cio.close()
+		shim, stdio.Stdout, stdio.Stderr, stdio.Stdin = sh, cio.stdout, cio.stderr, cio.stdin
+	}
 	// Not SyncPod's ctx: a termination requested while the container
 	// starts must not leave it half-started (reported StartError and
 	// killed without its grace period). The start completes, SyncPod
 	// returns, and SyncTerminatingPod stops the container as it stops any.
 	cctx, cancel := context.WithTimeout(r.closingCtx, sandboxWait)
 	defer cancel()
-	sp, err := sb.conn.Create(cctx, name, ps, stdout, stderr)
-	// The stage holds the pipes now (or nothing does, and the shim ends).
-	stdout.Close()
-	stderr.Close()
+	sp, err := sb.conn.Create(cctx, name, ps, stdio)
 	if err != nil {
 		if cctx.Err() != nil {
 			r.abandon(sb, name)
 		}
 		return nil, err
+	}
+	if mode.TTY {
+		_, shim, err = r.startLogShim(logDir, instance, mode, sp.Terminal)
+		sp.Terminal.Close()
+		if err != nil {
+			r.abandon(sb, name)
+			return nil, err
+		}
 	}
 	cgroup := ""
 	if r.cgroups != nil {

@@ -64,6 +64,11 @@ func (r *Runtime) snapshotLocked(p *podState) PodStatus {
 				s.Containers = append(s.Containers, add(c))
 			}
 		}
+		for _, spec := range p.spec.Spec.EphemeralContainers {
+			if c := p.containers[spec.Name]; c != nil && c.rec.Ephemeral {
+				s.EphemeralContainers = append(s.EphemeralContainers, add(c))
+			}
+		}
 		return s
 	}
 	names := make([]string, 0, len(p.containers))
@@ -73,9 +78,12 @@ func (r *Runtime) snapshotLocked(p *podState) PodStatus {
 	sort.Strings(names)
 	for _, n := range names {
 		c := p.containers[n]
-		if c.rec.Init {
+		switch {
+		case c.rec.Init:
 			s.InitContainers = append(s.InitContainers, add(c))
-		} else {
+		case c.rec.Ephemeral:
+			s.EphemeralContainers = append(s.EphemeralContainers, add(c))
+		default:
 			s.Containers = append(s.Containers, add(c))
 		}
 	}

@@ -53,6 +53,8 @@ type podRecord struct {
 type containerRecord struct {
 	Name string `json:"name"`
 	Init bool   `json:"init,omitempty"`
+	// Ephemeral: an ephemeral container (kubectl debug), run once.
+	Ephemeral bool `json:"ephemeral,omitempty"`
 	// Starting is true while a process is being started: if the agent dies
 	// then, the process (if any) is found by its environment instead.
 	Starting bool `json:"starting,omitempty"`

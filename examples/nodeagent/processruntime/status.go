@@ -111,9 +111,11 @@ type PodStatus struct {
 	// Stopped is true once SyncTerminatingPod succeeded: no process of the
 	// pod runs and none will start again.
 	Stopped bool
-	// InitContainers and Containers follow the pod spec's order.
-	InitContainers []ContainerStatus
-	Containers     []ContainerStatus
+	// InitContainers, Containers and EphemeralContainers follow the pod
+	// spec's order.
+	InitContainers      []ContainerStatus
+	Containers          []ContainerStatus
+	EphemeralContainers []ContainerStatus
 	// Time is when the snapshot was taken (the runtime's clock).
 	Time time.Time
 	// PodIPs are the pod's addresses on the pod network (Options.PodCIDR),
@@ -125,9 +127,10 @@ type PodStatus struct {
 	finalize func(*v1.PodStatus)
 }
 
-// Running reports whether any container process of the pod runs.
+// Running reports whether any container process of the pod runs,
+// ephemeral containers' included.
 func (s PodStatus) Running() bool {
-	for _, list := range [][]ContainerStatus{s.InitContainers, s.Containers} {
+	for _, list := range [][]ContainerStatus{s.InitContainers, s.Containers, s.EphemeralContainers} {
 		for _, c := range list {
 			if c.State == ContainerStateRunning {
 				return true
@@ -137,10 +140,10 @@ func (s PodStatus) Running() bool {
 	return false
 }
 
-// Container returns the status of the container (init or regular) named
-// name.
+// Container returns the status of the container (init, regular or
+// ephemeral) named name.
 func (s PodStatus) Container(name string) (ContainerStatus, bool) {
-	for _, list := range [][]ContainerStatus{s.InitContainers, s.Containers} {
+	for _, list := range [][]ContainerStatus{s.InitContainers, s.Containers, s.EphemeralContainers} {
 		for _, c := range list {
 			if c.Name == name {
 				return c, true
@@ -175,6 +178,8 @@ func APIStatus(pod *v1.Pod, s PodStatus) v1.PodStatus {
 		ObservedGeneration:    pod.Generation,
 		InitContainerStatuses: apiContainerStatuses(pod, pod.Spec.InitContainers, s.InitContainers, s.Stopped, hasInit, true),
 		ContainerStatuses:     apiContainerStatuses(pod, pod.Spec.Containers, s.Containers, s.Stopped, hasInit, false),
+		// Not in the phase or the conditions, as on a kubelet.
+		EphemeralContainerStatuses: apiEphemeralStatuses(pod, s.EphemeralContainers, s.Stopped),
 	}
 	if !s.StartedAt.IsZero() {
 		t := metav1.NewTime(s.StartedAt)

@@ -17,7 +17,8 @@ import (
 // SyncPod brings the pod's processes in line with its spec and returns at
 // once; it never waits for a container to run or end. Init containers run
 // first, one at a time in order, each until it succeeds; then every regular
-// container is started. An exited container is restarted as restartPolicy
+// container is started. An ephemeral container is started once, when it
+// appears, whatever the init containers do (see ephemeral.go). An exited container is restarted as restartPolicy
 // says (Always: always; OnFailure: after a non-zero exit; Never: never;
 // a failed init container is retried unless Never): the first restart at
 // once, later ones after an exponential backoff, during which SyncPod
@@ -63,7 +64,9 @@ func (r *Runtime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v
 		}
 		p.spec = pod
 		trackContainersLocked(p, pod)
+		trackEphemeralLocked(p, pod)
 		pl := r.planLocked(p, pod, r.clock.Now())
+		pl.start = append(pl.start, ephemeralStartsLocked(p, pod, pl)...)
 		var todo []*container
 		for _, c := range pl.start {
 			if !startedNow[c] {

@@ -13,6 +13,26 @@
 // the container and every process holding its stdout or stderr are gone,
 // after writing everything it read.
 //
+// # Stdin, terminals and attach
+//
+// A container with stdin: true has its stdin held by its shim too, and
+// one with tty: true its terminal (Mode): a pseudo-terminal that is the
+// container's stdin, stdout, stderr and controlling terminal, whose master
+// the shim holds, so both survive an agent restart as the output does.
+// With a terminal the output is one stream, logged as stdout.
+//
+// The shim serves attach sessions (Attach, kubectl attach) on a unix
+// socket in the container's log directory, <instance>.attach: several
+// sessions share the output, their input goes to the container's stdin
+// (closed after the first session with stdinOnce), and a session's
+// terminal size is the container's terminal's. The framing (hello, input,
+// close, resize; welcome, stdout, stderr, end) is written out in
+// attach_protocol.go. What bounds a session: maxClients at once,
+// maxClientQueue bytes of output waiting for one (a session further
+// behind is ended, never the container held up), clientWriteTimeout per
+// write to it; a session's input waits while the container does not read
+// its stdin (its pipe is full), as a writer to any pipe waits.
+//
 // # Files
 //
 // All instances of one container share one directory:
@@ -21,6 +41,7 @@
 //	<instance>.lock        locked (flock) while the instance's shim runs,
 //	                       released when it exits; holds "<pid> <start
 //	                       ticks>" of the shim
+//	<instance>.attach      the shim's attach socket while it runs
 //
 // A chunk never exceeds the maximum size; when the next record would not
 // fit, the shim starts the next chunk, then deletes the oldest chunks of

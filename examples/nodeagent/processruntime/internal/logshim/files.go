@@ -163,7 +163,8 @@ func CreateLock(dir string, instance int) (*os.File, error) {
 
 // prune deletes, in dir, every chunk of instances before previous, then
 // the oldest chunks beyond maxFiles, never current. Unlocked lock files of
-// instances before previous are deleted too. Errors are ignored: a chunk
+// instances before previous are deleted too, with the attach sockets a
+// killed shim left. Errors are ignored: a chunk
 // that cannot be deleted now is tried again at the next rotation.
 func prune(dir string, current Chunk, previous, maxFiles int) {
 	chunks, err := Chunks(dir)
@@ -188,6 +189,7 @@ func prune(dir string, current Chunk, previous, maxFiles int) {
 	for _, i := range locks {
 		if i < previous && !Running(dir, i) {
 			_ = os.Remove(filepath.Join(dir, LockName(i)))
+			_ = os.Remove(filepath.Join(dir, AttachSocketName(i)))
 		}
 	}
 }

@@ -5,6 +5,7 @@ package podnet
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 
@@ -26,3 +27,6 @@ func (n *Network) attachLocked(context.Context, types.UID, string) (netip.Addr, 
 func (n *Network) detachLocked(types.UID) error { return errUnsupportedOS }
 func (n *Network) sweepStraysLocked() error     { return errUnsupportedOS }
 func (n *Network) deleteBridgeLocked() error    { return errUnsupportedOS }
+
+// DialLoopback fails: only Linux is supported.
+func DialLoopback(context.Context, string, uint16) (net.Conn, error) { return nil, errUnsupportedOS }

@@ -13,6 +13,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/unixsock"
 )
 
 // Conn is the agent's connection to a sandbox's init (see protocol.go).
@@ -43,16 +47,11 @@ type reply struct {
 // Dial connects to the control socket of a sandbox at path. It starts the
 // goroutine that reads the init's messages; Close ends it.
 func Dial(path string) (*Conn, error) {
-	var conn net.Conn
-	err := viaDir(path, func(short string) error {
-		var err error
-		conn, err = net.DialUnix("unix", nil, &net.UnixAddr{Name: short, Net: "unix"})
-		return err
-	})
+	conn, err := unixsock.Dial(path)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: connecting to the pod's init: %w", err)
 	}
-	c := &Conn{c: conn.(*net.UnixConn), done: make(chan struct{}), wait: map[uint64]chan reply{}, exits: map[string]ExitStatus{}, exited: make(chan struct{})}
+	c := &Conn{c: conn, done: make(chan struct{}), wait: map[uint64]chan reply{}, exits: map[string]ExitStatus{}, exited: make(chan struct{})}
 	go c.read()
 	return c, nil
 }
@@ -171,22 +170,43 @@ func (c *Conn) forgetCall(seq uint64) {
 
 // Create runs the container stage of a new process named name (unique
 // among the processes the init knows) up to the execve of its command:
-// its view and identity are in place, and it waits for Start. stdout and
-// stderr become its output (the caller keeps its copies). The error is
-// the stage's (a missing command, a volume that cannot be mounted, ...)
-// or the connection's.
-func (c *Conn) Create(ctx context.Context, name string, spec *ProcessSpec, stdout, stderr *os.File) (Process, error) {
-	m, files, err := c.call(ctx, &message{Op: opCreate, Name: name, Spec: spec}, []int{int(stdout.Fd()), int(stderr.Fd())})
+// its view and identity are in place, and it waits for Start. stdio is
+// its standard streams (the caller keeps its copies; see Stdio). The
+// error is the stage's (a missing command, a volume that cannot be
+// mounted, a ViewOf process that does not run, ...) or the connection's.
+func (c *Conn) Create(ctx context.Context, name string, spec *ProcessSpec, stdio Stdio) (Process, error) {
+	fds, err := stdio.fds()
 	if err != nil {
 		return Process{}, err
 	}
-	defer closeFiles(files)
+	m, files, err := c.call(ctx, &message{Op: opCreate, Name: name, Spec: spec, TTY: stdio.TTY}, fds)
+	if err != nil {
+		return Process{}, err
+	}
 	p := Process{PodPID: m.PID}
-	if len(files) == 1 {
+	if len(files) >= 1 {
 		p.HostPID = pidfdPID(files[0])
 	}
-	if p.HostPID <= 0 {
-		return Process{}, errors.New("sandbox: the created process ended at once")
+	if stdio.TTY && len(files) == 2 {
+		p.Terminal, files = files[1], files[:1]
+	}
+	closeFiles(files)
+	switch {
+	case p.HostPID <= 0:
+		err = errors.New("sandbox: the created process ended at once")
+	case stdio.TTY && p.Terminal == nil:
+		err = errors.New("sandbox: the init sent no terminal")
+	}
+	if err != nil {
+		if p.Terminal != nil {
+			p.Terminal.Close()
+		}
+		return Process{}, err
+	}
+	if p.Terminal != nil {
+		if p.Terminal, err = pollable(p.Terminal); err != nil {
+			return Process{}, err
+		}
 	}
 	return p, nil
 }
@@ -273,6 +293,22 @@ func (c *Conn) Wait(ctx context.Context, name string) (ExitStatus, error) {
 			return ExitStatus{}, ctx.Err()
 		}
 	}
+}
+
+// pollable returns f as a file in non-blocking mode, so that its reads
+// wait in the Go runtime's poller and Close ends them (a received
+// descriptor is in blocking mode). f is closed.
+func pollable(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "pty-master"), nil
 }
 
 func closeFiles(files []*os.File) {

@@ -19,9 +19,11 @@ import (
 
 // The container stage: started by the init in a mount namespace of its
 // own (a copy of the pod's) and a session of its own, with the container's
-// stdout and stderr, and its control socket on descriptor 3. It reads its
-// ProcessSpec, builds the container's view (its volumes at their mount
-// paths, the volumes' staging covered, readOnlyRootFilesystem, procMount),
+// stdin, stdout and stderr (or its terminal), its control socket on
+// descriptor 3, and, for a process entering another's view, that view's
+// mount namespace on descriptor 4. It reads its ProcessSpec, builds the
+// container's view (its volumes at their mount paths, the volumes'
+// staging covered, readOnlyRootFilesystem, procMount) or enters the other's,
 // finds its command, takes on its identity (no_new_privs, seccomp, the
 // capability bounding set, groups, group, user, capabilities) on this one
 // locked OS thread, says "ready", waits for "go", and executes the
@@ -32,7 +34,13 @@ import (
 // its credentials, so the runtime's other threads (still root in the pod)
 // never run again.
 
-const containerFDControl = 3
+// The stage's descriptors beyond its standard streams.
+const (
+	containerFDControl = 3
+	// containerFDView is the mount namespace of the process whose view
+	// this one enters (ProcessSpec.ViewOf).
+	containerFDView = 4
+)
 
 func containerMain() error {
 	runtime.LockOSThread()
@@ -49,7 +57,7 @@ func containerMain() error {
 		return fmt.Errorf("reading the process's spec: %v", err)
 	}
 	spec := m.Spec
-	path, err := prepareProcess(spec)
+	path, err := prepareProcess(spec, m.TTY)
 	if err != nil {
 		_ = writeFrame(ctl, &message{Op: "error", Error: err.Error()}, nil)
 		os.Exit(1)
@@ -68,11 +76,32 @@ func containerMain() error {
 	return nil
 }
 
-// prepareProcess builds the process's view and identity, and returns the
-// path of its command.
-func prepareProcess(s *ProcessSpec) (string, error) {
-	if err := mountVolumes(s.Mounts); err != nil {
-		return "", err
+// prepareProcess builds the process's view (or enters another's) and
+// identity, makes its terminal (tty) its controlling terminal, and returns
+// the path of its command.
+func prepareProcess(s *ProcessSpec, tty bool) (string, error) {
+	if s.ViewOf != "" {
+		if err := enterView(); err != nil {
+			return "", fmt.Errorf("entering the view of %q: %w", s.ViewOf, err)
+		}
+	}
+	if tty {
+		// A session leader already (the init starts the stage so): the
+		// terminal on stdin becomes its controlling terminal, and the
+		// process's user owns it, as a terminal's user does.
+		if err := unix.IoctlSetInt(0, unix.TIOCSCTTY, 0); err != nil {
+			return "", fmt.Errorf("making the terminal the controlling terminal: %w", err)
+		}
+		if err := unix.Fchown(0, int(s.UID), -1); err != nil {
+			return "", fmt.Errorf("giving the terminal to user %d: %w", s.UID, err)
+		}
+	}
+	if s.ViewOf == "" {
+		// (Another's view is taken as it is: its volumes are in place, and
+		// their staging covered.)
+		if err := mountVolumes(s.Mounts); err != nil {
+			return "", err
+		}
 	}
 	if s.ReadOnlyRoot {
 		for _, p := range []string{"/", "/tmp", "/run"} {
@@ -104,6 +133,19 @@ func prepareProcess(s *ProcessSpec) (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// enterView moves this thread into the mount namespace on
+// containerFDView. The thread first gets a filesystem context (root,
+// working directory) of its own: setns refuses a mount namespace to a
+// thread sharing it with others, as a Go program's threads do. The
+// execve that follows keeps this thread's namespace, root and directory.
+func enterView() error {
+	defer unix.Close(containerFDView)
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return err
+	}
+	return unix.Setns(containerFDView, unix.CLONE_NEWNS)
 }
 
 // mountVolumes binds each mount's volume (or its subPath) at its target,

@@ -21,9 +21,11 @@
 //     root, and serves the agent's control socket, reaping every process
 //     of the pod;
 //  3. container, one per process, in a mount namespace of its own: mounts
-//     the container's volumes, makes the root read-only when asked, takes
-//     the container's identity (no_new_privs, the RuntimeDefault seccomp
-//     filter, capabilities, groups, user) on one locked thread and executes
+//     the container's volumes, makes the root read-only when asked (or,
+//     for an exec, enters the mount namespace of the container it execs
+//     into), takes the container's identity (no_new_privs, the
+//     RuntimeDefault seccomp filter, capabilities, groups, user) and its
+//     terminal as controlling terminal on one locked thread, and executes
 //     the command.
 //
 // # Usage
@@ -36,10 +38,13 @@
 //  2. Calls Start with the pod's Config; the init is then the runtime's
 //     child, and the runtime reaps it (its exit is the pod's sandbox
 //     ending: in its PID namespace, every process of the pod ends with it).
-//  3. Dials the Socket, and runs each container with Create (its stdout
-//     and stderr, the log shim's pipes, cross into the pod), records the
-//     host PID, then Start; Wait returns its exit, Signal signals its
-//     process group, Forget drops it once its exit is recorded.
+//  3. Dials the Socket, and runs each container with Create (its stdout,
+//     stderr and perhaps stdin, the log shim's pipes, cross into the pod;
+//     or a terminal the init opens in the pod, whose master comes back),
+//     records the host PID, then Start; Wait returns its exit, Signal
+//     signals its process group, Forget drops it once its exit is
+//     recorded. An exec into a container is a process like the others,
+//     entering the container's view (ProcessSpec.ViewOf).
 //  4. After a restart of the agent, Dials again and Lists: what still
 //     runs, and how what ended while no agent was connected ended.
 //  5. Stops the pod by killing the init (SIGKILL, from the host).
@@ -75,6 +80,9 @@
 //   - Under RuntimeDefault only the agent's architecture runs (amd64 or
 //     arm64; no 32-bit programs); elsewhere the filter does not exist
 //     (SeccompSupported).
+//   - A process entering another's view (ViewOf) enters its mount
+//     namespace as it is: what that process mounted itself is seen, and
+//     the view cannot take mounts of its own.
 //   - With HostPID, killing the init does not end the pod's processes;
 //     the runtime's cgroup does. With HostNetwork or without a user
 //     namespace, /sys is the host's (read-only unless privileged).

@@ -3,11 +3,12 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 )
 
 // ProcessSpec is one process to run in the sandbox: a container's main
-// process (later, an exec into the pod).
+// process, or an exec into one.
 type ProcessSpec struct {
 	// Args is the command and its arguments. Args[0] is looked up in the
 	// PATH of Env when it holds no slash.
@@ -44,6 +45,12 @@ type ProcessSpec struct {
 	UnmaskedProc bool `json:"unmaskedProc,omitempty"`
 	// Mounts are the volumes the process sees, in order.
 	Mounts []Mount `json:"mounts,omitempty"`
+	// ViewOf names a running process of the sandbox whose mount
+	// namespace this process enters, seeing what it sees (its volumes, its
+	// read-only root, its /proc), instead of a view of its own: an exec
+	// into a container. Mounts, ReadOnlyRoot and UnmaskedProc must then
+	// be unset; they are the other process's already.
+	ViewOf string `json:"viewOf,omitempty"`
 }
 
 // SeccompRuntimeDefault is the default seccomp filter (see the package
@@ -70,6 +77,40 @@ var ErrGone = errors.New("sandbox: the connection to the pod's init has ended")
 type Process struct {
 	// PodPID is its PID in the pod's PID namespace; HostPID on the host.
 	PodPID, HostPID int
+	// Terminal is the master of its terminal (Stdio.TTY), the caller's to
+	// close; nil without.
+	Terminal *os.File
+}
+
+// Stdio is what Create gives a process as its standard streams.
+type Stdio struct {
+	// Stdout and Stderr are its output; both required without TTY, both
+	// nil with it.
+	Stdout, Stderr *os.File
+	// Stdin is its input; nil: /dev/null. Nil with TTY.
+	Stdin *os.File
+	// TTY gives it a terminal opened in the pod instead: its stdin,
+	// stdout, stderr and controlling terminal, whose master
+	// Process.Terminal is.
+	TTY bool
+}
+
+// fds returns the descriptors create sends, or what is wrong with s.
+func (s Stdio) fds() ([]int, error) {
+	if s.TTY {
+		if s.Stdout != nil || s.Stderr != nil || s.Stdin != nil {
+			return nil, errors.New("sandbox: a process with a terminal takes no other stdin, stdout or stderr")
+		}
+		return nil, nil
+	}
+	if s.Stdout == nil || s.Stderr == nil {
+		return nil, errors.New("sandbox: a process needs a stdout and a stderr")
+	}
+	fds := []int{int(s.Stdout.Fd()), int(s.Stderr.Fd())}
+	if s.Stdin != nil {
+		fds = append(fds, int(s.Stdin.Fd()))
+	}
+	return fds, nil
 }
 
 // ExitStatus is how a process of the sandbox ended.
@@ -122,6 +163,9 @@ func (s *ProcessSpec) Validate() error {
 	}
 	if s.Dir != "" && !filepath.IsAbs(s.Dir) {
 		return fmt.Errorf("sandbox: working directory %q is not absolute", s.Dir)
+	}
+	if s.ViewOf != "" && (len(s.Mounts) > 0 || s.ReadOnlyRoot || s.UnmaskedProc) {
+		return fmt.Errorf("sandbox: a process entering the view of %q takes its mounts as they are, so it cannot have its own", s.ViewOf)
 	}
 	for _, m := range s.Mounts {
 		if !safeName(m.Volume) || !cleanAbs(m.Target) || m.Target == "/" {

@@ -22,7 +22,8 @@ import (
 // The agent sends requests, each with a Seq of its own, and the init
 // answers each with a "reply" of the same Seq, in order:
 //
-//	create  Name, Spec; fds: stdout, stderr   -> reply PID (in the pod), fd: pidfd
+//	create  Name, Spec, TTY; fds: stdout, stderr[, stdin] (none with TTY)
+//	                                          -> reply PID (in the pod), fds: pidfd[, terminal master]
 //	start   Name                              -> reply (the command was executed, or Error)
 //	signal  Name, Signal                      -> reply (sent to the process group, unless it ended)
 //	list                                      -> reply Procs; fds: a pidfd per running one
@@ -31,7 +32,19 @@ import (
 // create runs the container stage up to the execve of the command, and
 // stops there: between create and start the agent learns the process's
 // host PID (from the pidfd) and records it, and may move it into a cgroup,
-// before the command runs. The init sends, unasked and with Seq 0, an
+// before the command runs. Its stdin is the third descriptor when sent,
+// else /dev/null. With TTY, the init opens a pseudo-terminal in the pod's
+// own devpts (/dev/ptmx of the pod's root): its slave is the process's
+// stdin, stdout, stderr and controlling terminal, owned by the process's
+// user, and its master goes back with the reply, the agent's to hold.
+// With Spec.ViewOf, the process enters the mount namespace of that
+// running process of the init's (an exec into a container, an ephemeral
+// container aimed at one) instead of building a view of its own.
+//
+// A process is a container's or an exec's alike for the init: it reaps
+// each, kills what is left of its process group when it ends, lists it,
+// and, as every process of the pod's PID namespace, it ends with the
+// init. The init sends, unasked and with Seq 0, an
 // "exited" message (Name, Exit) when a started process ends: after it
 // killed what was left in the process's group, and after reaping it. A
 // process stays listed, exited, until it is forgotten, so an agent that
@@ -55,6 +68,7 @@ type message struct {
 	Name   string         `json:"name,omitempty"`
 	Spec   *ProcessSpec   `json:"spec,omitempty"`
 	Signal int            `json:"signal,omitempty"`
+	TTY    bool           `json:"tty,omitempty"`
 	Error  string         `json:"error,omitempty"`
 	PID    int            `json:"pid,omitempty"`
 	Exit   *ExitStatus    `json:"exit,omitempty"`

@@ -43,7 +43,7 @@ func (c *Conn) Signal(context.Context, string, syscall.Signal) error { return Er
 func (c *Conn) Forget(context.Context, string) error                 { return ErrGone }
 func (c *Conn) List(context.Context) ([]ProcessState, error)         { return nil, ErrGone }
 func (c *Conn) Wait(context.Context, string) (ExitStatus, error)     { return ExitStatus{}, ErrGone }
-func (c *Conn) Create(context.Context, string, *ProcessSpec, *os.File, *os.File) (Process, error) {
+func (c *Conn) Create(context.Context, string, *ProcessSpec, Stdio) (Process, error) {
 	return Process{}, ErrGone
 }
 

@@ -107,7 +107,7 @@ func (p *pod) try(spec sandbox.ProcessSpec) (string, sandbox.ExitStatus, error) 
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = p.conn.Create(ctx, name, &spec, w, w)
+	_, err = p.conn.Create(ctx, name, &spec, sandbox.Stdio{Stdout: w, Stderr: w})
 	w.Close()
 	if err != nil {
 		return "", sandbox.ExitStatus{}, err
@@ -146,7 +146,7 @@ func TestIdentityInsideAndOnTheHost(t *testing.T) {
 	require.NoError(t, err)
 	defer r.Close()
 	ctx := context.Background()
-	proc, err := p.conn.Create(ctx, "sleeper", &sandbox.ProcessSpec{Args: []string{"sleep", "100"}, Env: []string{"PATH=" + sandbox.DefaultPath}, Capabilities: sandbox.DefaultCapabilities}, w, w)
+	proc, err := p.conn.Create(ctx, "sleeper", &sandbox.ProcessSpec{Args: []string{"sleep", "100"}, Env: []string{"PATH=" + sandbox.DefaultPath}, Capabilities: sandbox.DefaultCapabilities}, sandbox.Stdio{Stdout: w, Stderr: w})
 	w.Close()
 	require.NoError(t, err)
 	require.NoError(t, p.conn.Start(ctx, "sleeper"))
@@ -316,7 +316,7 @@ func TestAReconnectedAgentLearnsWhatHappened(t *testing.T) {
 	for _, name := range []string{"runs", "ends"} {
 		spec := sh(map[string]string{"runs": "exec sleep 100", "ends": "exit 3"}[name])
 		spec.Capabilities = sandbox.DefaultCapabilities
-		_, err := p.conn.Create(ctx, name, &spec, devNull, devNull)
+		_, err := p.conn.Create(ctx, name, &spec, sandbox.Stdio{Stdout: devNull, Stderr: devNull})
 		require.NoError(t, err)
 		require.NoError(t, p.conn.Start(ctx, name))
 	}

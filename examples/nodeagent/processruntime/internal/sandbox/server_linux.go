@@ -9,12 +9,15 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/pty"
 )
 
 // This file is the init's side of the control protocol (protocol.go) and
@@ -150,14 +153,14 @@ func (s *server) dispatch(m *message, files []*os.File) (reply *message, fds []i
 	}
 	switch m.Op {
 	case opCreate:
-		if len(files) != 2 {
-			return fail("create needs stdout and stderr, got %d descriptors", len(files))
+		if m.TTY != (len(files) == 0) || len(files) > 3 || len(files) == 1 {
+			return fail("create needs stdout, stderr and perhaps stdin, or a terminal; got %d descriptors", len(files))
 		}
-		pid, pidfd, err := s.create(m.Name, m.Spec, files[0], files[1])
+		pid, fds, err := s.create(m.Name, m.Spec, m.TTY, files)
 		if err != nil {
 			return fail("%v", err)
 		}
-		return &message{PID: pid}, []int{pidfd}, nil
+		return &message{PID: pid}, fds, nil
 	case opStart:
 		ev, err := s.start(m.Name)
 		if err != nil {
@@ -220,45 +223,103 @@ func (s *server) dispatch(m *message, files []*os.File) (reply *message, fds []i
 }
 
 // create starts the container stage of process name, and waits until it
-// is ready to execute its command. It returns the process's PID in the
-// pod and a pidfd of it.
-func (s *server) create(name string, spec *ProcessSpec, stdout, stderr *os.File) (int, int, error) {
+// is ready to execute its command. stdio is stdout, stderr and perhaps
+// stdin; with tty, none, and the init opens a terminal for it. It returns
+// the process's PID in the pod and the descriptors of the reply: a pidfd
+// of it, then its terminal's master.
+func (s *server) create(name string, spec *ProcessSpec, tty bool, stdio []*os.File) (int, []int, error) {
 	if name == "" || spec == nil {
-		return 0, 0, errors.New("create needs a name and a spec")
+		return 0, nil, errors.New("create needs a name and a spec")
 	}
 	if err := spec.Validate(); err != nil {
-		return 0, 0, err
+		return 0, nil, err
+	}
+	// held are closed once the stage has its copies.
+	var held []*os.File
+	defer func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}()
+	var in, out, errOut *os.File
+	masterFD := -1
+	if tty {
+		master, slave, err := pty.Open("/dev/ptmx")
+		if err != nil {
+			return 0, nil, err
+		}
+		masterFD, err = unix.FcntlInt(master.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		master.Close()
+		if err != nil {
+			slave.Close()
+			return 0, nil, err
+		}
+		held = append(held, slave)
+		in, out, errOut = slave, slave, slave
+	} else {
+		out, errOut = stdio[0], stdio[1]
+		if len(stdio) == 3 {
+			in = stdio[2]
+		} else {
+			devNull, err := os.Open(os.DevNull)
+			if err != nil {
+				return 0, nil, err
+			}
+			held = append(held, devNull)
+			in = devNull
+		}
+	}
+	failEarly := func(err error) (int, []int, error) {
+		if masterFD >= 0 {
+			unix.Close(masterFD)
+		}
+		return 0, nil, err
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return 0, 0, err
+		return failEarly(err)
 	}
 	ours, err := fileConn(pair[0])
 	if err != nil {
 		unix.Close(pair[1])
-		return 0, 0, err
+		return failEarly(err)
 	}
-	devNull, err := os.Open(os.DevNull)
-	if err != nil {
-		ours.Close()
-		unix.Close(pair[1])
-		return 0, 0, err
-	}
+	held = append(held, os.NewFile(uintptr(pair[1]), "stage-control"))
+	files := []uintptr{in.Fd(), out.Fd(), errOut.Fd(), uintptr(pair[1])}
+	// A mount namespace of its own for the container's view (or, to enter
+	// another process's, the init's until it does), and a session (so a
+	// process group) of its own.
+	clone := uintptr(syscall.CLONE_NEWNS)
 	s.mu.Lock()
 	if s.procs[name] != nil {
 		s.mu.Unlock()
-		devNull.Close()
 		ours.Close()
-		unix.Close(pair[1])
-		return 0, 0, fmt.Errorf("a process named %q exists", name)
+		return failEarly(fmt.Errorf("a process named %q exists", name))
+	}
+	if spec.ViewOf != "" {
+		// Opened while the process cannot be reaped (the reaper holds mu),
+		// so its PID is still its own.
+		v := s.procs[spec.ViewOf]
+		if v == nil || !v.started || v.exit != nil {
+			s.mu.Unlock()
+			ours.Close()
+			return failEarly(fmt.Errorf("process %q, whose view the new process would enter, does not run", spec.ViewOf))
+		}
+		ns, err := os.Open("/proc/" + strconv.Itoa(v.pid) + "/ns/mnt")
+		if err != nil {
+			s.mu.Unlock()
+			ours.Close()
+			return failEarly(fmt.Errorf("opening the mount namespace of %q: %w", spec.ViewOf, err))
+		}
+		held = append(held, ns)
+		files = append(files, ns.Fd())
+		clone = 0
 	}
 	pid, err := syscall.ForkExec(selfExe, []string{"podkit-sandbox-container"}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{MarkerEnv + "=" + stageContainer, stageGORACE},
-		Files: []uintptr{devNull.Fd(), stdout.Fd(), stderr.Fd(), uintptr(pair[1])},
-		// A mount namespace of its own for the container's view, and a
-		// session (so a process group) of its own.
-		Sys: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Setsid: true},
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Cloneflags: clone, Setsid: true},
 	})
 	var p *sproc
 	if err == nil {
@@ -266,21 +327,19 @@ func (s *server) create(name string, spec *ProcessSpec, stdout, stderr *os.File)
 		s.procs[name], s.byPID[pid] = p, p
 	}
 	s.mu.Unlock()
-	devNull.Close()
-	unix.Close(pair[1])
 	if err != nil {
 		ours.Close()
-		return 0, 0, fmt.Errorf("starting the container stage: %w", err)
+		return failEarly(fmt.Errorf("starting the container stage: %w", err))
 	}
-	fail := func(err error) (int, int, error) {
+	fail := func(err error) (int, []int, error) {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		s.drop(p)
-		return 0, 0, err
+		return failEarly(err)
 	}
 	if err := ours.SetDeadline(time.Now().Add(stageTimeout)); err != nil {
 		return fail(err)
 	}
-	if err := writeFrame(ours, &message{Op: "spec", Spec: spec}, nil); err != nil {
+	if err := writeFrame(ours, &message{Op: "spec", Spec: spec, TTY: tty}, nil); err != nil {
 		return fail(fmt.Errorf("sending the container stage its spec: %w", err))
 	}
 	m, _, err := readFrame(ours)
@@ -296,7 +355,11 @@ func (s *server) create(name string, spec *ProcessSpec, stdout, stderr *os.File)
 	if err != nil {
 		return fail(fmt.Errorf("opening a pidfd: %w", err))
 	}
-	return pid, pidfd, nil
+	fds := []int{pidfd}
+	if masterFD >= 0 {
+		fds = append(fds, masterFD)
+	}
+	return pid, fds, nil
 }
 
 // drop forgets p after a failure: at once if it was reaped, else when it

@@ -11,12 +11,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/unixsock"
 )
 
 // Launch says how Start starts a sandbox.
@@ -179,36 +178,9 @@ func killChild(pid int) {
 
 // listen creates the listening control socket at path.
 func listen(path string) (*os.File, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	f, err := unixsock.Listen(path, 8)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: creating the control socket: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "listener")
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		f.Close()
-		return nil, fmt.Errorf("sandbox: replacing the control socket: %w", err)
-	}
-	err = viaDir(path, func(short string) error {
-		if err := unix.Bind(fd, &unix.SockaddrUnix{Name: short}); err != nil {
-			return err
-		}
-		return unix.Listen(fd, 8)
-	})
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("sandbox: control socket %s: %w", path, err)
+		return nil, fmt.Errorf("sandbox: the control socket: %w", err)
 	}
 	return f, nil
-}
-
-// viaDir calls fn with a short name for path: through a descriptor of its
-// directory (/proc/self/fd/N/name), since a socket's address holds at
-// most 107 bytes.
-func viaDir(path string, fn func(short string) error) error {
-	dir, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dir)
-	return fn("/proc/self/fd/" + strconv.Itoa(dir) + "/" + filepath.Base(path))
 }
