@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -129,6 +130,22 @@ func printTail(t *testing.T, path string, n int) {
 // and schedulable.
 func (h *harness) pool(t *testing.T, name string, n int) []*clustertest.Node {
 	t.Helper()
+	return h.addPool(t, name, n, nil)
+}
+
+// sandboxLabel on a pool's nodes has their agent run its pods in the
+// process runtime's sandboxes (see unsandboxedAgent).
+const sandboxLabel = "test.podkit.io/sandbox"
+
+// sandboxedPool is pool with nodes whose pods run in sandboxes, as a
+// podkit-agent's do by default.
+func (h *harness) sandboxedPool(t *testing.T, name string, n int) []*clustertest.Node {
+	t.Helper()
+	return h.addPool(t, name, n, map[string]string{sandboxLabel: "true"})
+}
+
+func (h *harness) addPool(t *testing.T, name string, n int, labels map[string]string) []*clustertest.Node {
+	t.Helper()
 	nodes := make([]*clustertest.Node, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -138,7 +155,7 @@ func (h *harness) pool(t *testing.T, name string, n int) []*clustertest.Node {
 			defer wg.Done()
 			nodes[i], errs[i] = h.c.AddNode(testContextFor(t, clusterTimeout), clustertest.NodeOptions{
 				Name:   fmt.Sprintf("%s-%d", name, i),
-				Labels: map[string]string{poolLabel: name},
+				Labels: withLabel(labels, poolLabel, name),
 				Taints: []v1.Taint{{Key: poolLabel, Value: name, Effect: v1.TaintEffectNoSchedule}},
 			})
 		}()
@@ -146,6 +163,16 @@ func (h *harness) pool(t *testing.T, name string, n int) []*clustertest.Node {
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
 	return nodes
+}
+
+// withLabel returns a copy of labels with key=value added.
+func withLabel(labels map[string]string, key, value string) map[string]string {
+	out := maps.Clone(labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[key] = value
+	return out
 }
 
 // namespace creates the namespace name and waits for its default service
@@ -334,12 +361,17 @@ func requireProcesses(t *testing.T, pods []v1.Pod) {
 }
 
 // unsandboxedAgent is clustertest.DefaultAgent with its pods outside a
-// sandbox: these tests' pods share host directories with them (files they
-// wait for and write, under /tmp, which a sandboxed pod has of its own).
-// The sandbox has tests of its own (processruntime's), and the
-// podkit-cluster command's nodes (TestClusterCommand) run their pods in
-// one.
+// sandbox, unless the node has sandboxLabel (sandboxedPool): most of these
+// tests' pods share host directories with them (files they wait for and
+// write, under /tmp, which a sandboxed pod has of its own). The sandbox
+// has tests of its own (processruntime's), the sessions scenario runs on
+// sandboxed nodes, and the podkit-cluster command's nodes
+// (TestClusterCommand) run their pods in one.
 func unsandboxedAgent(env clustertest.NodeEnv) (clustertest.Agent, error) {
+	sandbox := processruntime.SandboxOff
+	if env.Node != nil && env.Node.Labels[sandboxLabel] == "true" {
+		sandbox = processruntime.SandboxAuto
+	}
 	return agent.New(agent.Config{
 		Client:               env.Client,
 		NodeName:             env.Name,
@@ -350,6 +382,6 @@ func unsandboxedAgent(env clustertest.NodeEnv) (clustertest.Agent, error) {
 		HousekeepingInterval: clustertest.DefaultHousekeepingInterval,
 		Logger:               env.Logger,
 		Masks:                env.Masks,
-		Sandbox:              processruntime.SandboxOff,
+		Sandbox:              sandbox,
 	})
 }

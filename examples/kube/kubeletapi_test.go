@@ -143,6 +143,21 @@ func testKubeletAPIAuth(t *testing.T, h *harness) {
 		assert.Equal(t, http.StatusForbidden, code, "nodes/proxy is not granted: %s", body)
 		code, body = get(t, client, base+"/healthz", scraper)
 		assert.Equal(t, http.StatusForbidden, code, "neither nodes/healthz nor nodes/proxy is granted: %s", body)
+		// The sessions are nodes/proxy's, the pod lists nodes/pods' (or
+		// proxy's), the Summary API nodes/stats': each refused before
+		// anything is upgraded or read, as logs are.
+		for path, sub := range map[string]string{
+			"/exec/" + ns + "/talker/talker?command=id&output=1": "proxy",
+			"/attach/" + ns + "/talker/talker?output=1":          "proxy",
+			"/portForward/" + ns + "/talker?port=80":             "proxy",
+			"/pods":                                              "pods proxy", // nodes/pods, else nodes/proxy, as a kubelet 1.37 checks
+			"/runningpods/":                                      "pods proxy",
+			"/stats/summary":                                     "stats",
+		} {
+			code, body = get(t, client, base+path, scraper)
+			assert.Equal(t, http.StatusForbidden, code, "%s: %s", path, body)
+			assert.Contains(t, body, "subresource(s)=["+sub+"]", path)
+		}
 	})
 
 	t.Run("APIServerCertificate", func(t *testing.T) {

@@ -21,6 +21,7 @@ func TestCluster(t *testing.T) {
 		{"NamespaceDeletion", testNamespaceDeletion},
 		{"Kubectl", testKubectl},
 		{"KubeletAPIAuth", testKubeletAPIAuth},
+		{"Sessions", testSessions},
 		{"Metrics", testMetrics},
 		{"FinalStatusBurst", testClusterFinalStatusBurst},
 	}

@@ -93,9 +93,9 @@ type Config struct {
 	// Node is the Node registered when none of the name exists. Defaults
 	// to NodeObject(NodeName); set it to add labels or taints.
 	Node *v1.Node
-	// KubeletAPI, when set, serves the kubelet's read endpoints (container
-	// logs, /healthz, /metrics) over HTTPS, and publishes them in the
-	// Node's status.
+	// KubeletAPI, when set, serves the kubelet API (container logs,
+	// exec, attach, port-forward, stats, /healthz, /metrics) over HTTPS,
+	// and publishes it in the Node's status.
 	KubeletAPI *KubeletAPIConfig
 }
 
@@ -223,7 +223,7 @@ func (a *Agent) build() error {
 		adds = append(adds, a.lc.Add("node heartbeat", lifecycle.RunnableFunc(hb.Run)))
 	}
 	if cfg.KubeletAPI != nil {
-		api, err := newKubeletAPI(cfg.KubeletAPI, cfg.NodeName, cfg.Client, a.lc.Store(), a.rt, metrics, log.WithName("kubeletapi"))
+		api, err := newKubeletAPI(cfg.KubeletAPI, cfg.NodeName, cfg.Client, a.lc.Store(), a.lc.Workers().CouldHaveRunningContainers, a.rt, metrics, log.WithName("kubeletapi"))
 		if err != nil {
 			return err
 		}

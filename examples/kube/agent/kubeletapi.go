@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/podkit/podkit/examples/kube/kubeletserver"
@@ -22,8 +23,11 @@ import (
 )
 
 // KubeletAPIConfig configures the kubelet API an Agent serves (package
-// kubeletserver): container logs, /healthz and /metrics over HTTPS, for
-// the API server (kubectl logs) and for scrapers.
+// kubeletserver) over HTTPS, for the API server and for scrapers:
+// container logs (kubectl logs), the exec, attach and port-forward
+// sessions of the process runtime (kubectl exec, cp, attach, debug -it,
+// port-forward), /stats/summary and /metrics/resource (kubectl top),
+// /pods, /runningpods, /healthz and /metrics.
 type KubeletAPIConfig struct {
 	// Address is the IP the API server reaches the node at (required). It
 	// is published as the Node's InternalIP.
@@ -42,10 +46,12 @@ type KubeletAPIConfig struct {
 }
 
 // newKubeletAPI returns the kubelet API as one of the agent's loops: its
-// Run listens as cfg says, publishes the endpoint in the Node's status,
-// and serves until ctx ends.
+// Run listens as cfg says, publishes the endpoint in the Node's status
+// with the features the server has (kubeletserver.DeclaredFeatures, as a
+// kubelet 1.37 declares them), and serves until ctx ends. couldRun is the
+// engine's window: whether a pod may still have running containers.
 func newKubeletAPI(cfg *KubeletAPIConfig, nodeName string, client kubernetes.Interface,
-	store *podmanager.Manager, rt *processruntime.Runtime, m *nodemetrics.Metrics, log logr.Logger) (lifecycle.Runnable, error) {
+	store *podmanager.Manager, couldRun func(types.UID) bool, rt *processruntime.Runtime, m *nodemetrics.Metrics, log logr.Logger) (lifecycle.Runnable, error) {
 	if cfg.Address == nil {
 		return nil, errors.New("KubeletAPIConfig.Address is required")
 	}
@@ -56,6 +62,10 @@ func newKubeletAPI(cfg *KubeletAPIConfig, nodeName string, client kubernetes.Int
 		Client:        client,
 		Pods:          store.GetPodByName,
 		ContainerLogs: containerLogs(rt),
+		Streaming:     runtimeStreamer(rt),
+		Stats:         runtimeStats(rt),
+		BoundPods:     store.GetPods,
+		RunningPods:   runtimeRunningPods(rt, couldRun),
 		Metrics:       m.Registry(),
 		Logger:        log,
 	})
@@ -73,6 +83,10 @@ func newKubeletAPI(cfg *KubeletAPIConfig, nodeName string, client kubernetes.Int
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		if err := nodestatus.PublishKubeletEndpoint(ctx, client.CoreV1(), nodeName, cfg.Address, port); err != nil {
+			l.Close()
+			return err
+		}
+		if err := nodestatus.DeclareFeatures(ctx, client.CoreV1(), nodeName, kubeletserver.DeclaredFeatures); err != nil {
 			l.Close()
 			return err
 		}

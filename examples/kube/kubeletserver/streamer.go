@@ -9,6 +9,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
+// DeclaredFeatures are what a node serving this package's API declares
+// in its Node's status.declaredFeatures, as a kubelet 1.37 does:
+// ExtendWebSocketsToKubelet, since the Server speaks kubectl's WebSocket
+// protocols itself (see "Usage" in the package doc).
+var DeclaredFeatures = []string{"ExtendWebSocketsToKubelet"}
+
 // ErrNotSupported is wrapped by the error of a Streamer or StreamLocator
 // method its runtime does not offer (attach without the container's stdin
 // held, say). The client is told the message.

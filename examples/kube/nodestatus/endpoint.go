@@ -54,6 +54,31 @@ func PublishKubeletEndpoint(ctx context.Context, nodes corev1client.NodesGetter,
 	return nil
 }
 
+// DeclareFeatures sets the Node's status.declaredFeatures to features,
+// as a kubelet declares what it supports: the API server then relies on
+// them (ExtendWebSocketsToKubelet: it passes kubectl's WebSocket streams
+// through to the node instead of translating them to SPDY). It replaces
+// what a previous run declared. An API server without the
+// NodeDeclaredFeatures gate drops the field, which changes nothing. A
+// node identity may patch its own Node's status; errors come from the API
+// server, or name a bad argument.
+func DeclareFeatures(ctx context.Context, nodes corev1client.NodesGetter, nodeName string, features []string) error {
+	if nodeName == "" {
+		return errors.New("nodestatus: DeclareFeatures: no node name")
+	}
+	if features == nil {
+		features = []string{}
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"declaredFeatures": features}})
+	if err != nil {
+		return err
+	}
+	if _, err := nodes.Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("nodestatus: declaring the features of node %q: %w", nodeName, err)
+	}
+	return nil
+}
+
 // HostIP returns the first global unicast IPv4 address of a network
 // interface that is up, or 127.0.0.1 when there is none: a default for the
 // address an agent publishes (PublishKubeletEndpoint).
