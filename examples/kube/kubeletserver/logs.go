@@ -211,6 +211,17 @@ type flushWriter struct {
 }
 
 func (f *flushWriter) Write(p []byte) (int, error) {
+	if f.idle != nil {
+		// Before the write, so that a client that has read it finds the
+		// stream active; and outside f.mu: reading the time takes a fake
+		// clock's lock, which the clock holds while it calls commit (an
+		// AfterFunc), which takes f.mu.
+		f.idle.activity()
+	}
+	return f.write(p)
+}
+
+func (f *flushWriter) write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.done {
@@ -224,9 +235,6 @@ func (f *flushWriter) Write(p []byte) (int, error) {
 	n, err := f.w.Write(p)
 	if err == nil {
 		err = f.rc.Flush()
-	}
-	if f.idle != nil {
-		f.idle.activity()
 	}
 	return n, err
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -154,7 +155,10 @@ func podsNamed(n int) pods {
 // still answers.
 func TestFollowsCannotStarvePlainLogs(t *testing.T) {
 	logs := newFakeLogs()
-	n := startNode(t, kubeletserver.Options{Pods: podsNamed(50).get, ContainerLogs: logs.read})
+	// 200 TLS handshakes at once take seconds of CPU under -race on a
+	// loaded machine: the handshake's bound (ReadHeaderTimeout) is not
+	// what this test is about, so it may not cut them short.
+	n := startNode(t, kubeletserver.Options{Pods: podsNamed(50).get, ContainerLogs: logs.read, ReadHeaderTimeout: 5 * time.Minute})
 	c := n.admin()
 	var mu sync.Mutex
 	statuses := map[int]int{}
@@ -233,6 +237,9 @@ func TestFollowIdleTimeout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "still here\n", line)
 	clk.Step(idle / 2) // idle for half the timeout only
+	// The timer fired and, finding the stream active, is armed again for
+	// the rest (from a goroutine of its own): step on once it is.
+	waitForTimer(t, clk)
 	logs.lines <- "and here"
 	line, err = r.ReadString('\n')
 	require.NoError(t, err)
@@ -243,6 +250,16 @@ func TestFollowIdleTimeout(t *testing.T) {
 	rest, err := io.ReadAll(r)
 	assert.NoError(t, err, "the stream ends cleanly")
 	assert.Empty(t, rest)
+}
+
+// waitForTimer waits until clk has a timer armed.
+func waitForTimer(t *testing.T, clk *testingclock.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !clk.HasWaiters() {
+		require.True(t, time.Now().Before(deadline), "no timer armed")
+		runtime.Gosched()
+	}
 }
 
 // TestContainerLogsRefusals: unknown pods and containers, and container
