@@ -341,8 +341,9 @@ func TestValidatePod(t *testing.T) {
 		"no UID":       {func(p *v1.Pod) { p.UID = "" }, "the pod has no UID"},
 		"UID path":     {func(p *v1.Pod) { p.UID = "../x" }, `pod UID "../x" cannot name a directory`},
 		"no container": {func(p *v1.Pod) { p.Spec.Containers = nil }, "has no containers"},
-		"no command":   {func(p *v1.Pod) { p.Spec.Containers[0].Command = nil }, "has no command"},
-		"duplicate":    {func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{p.Spec.Containers[0]} }, `two containers are named "c"`},
+		// A command is resolved when the container starts (it may wait).
+		"no command": {func(p *v1.Pod) { p.Spec.Containers[0].Command = nil }, ""},
+		"duplicate":  {func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{p.Spec.Containers[0]} }, `two containers are named "c"`},
 		"sidecar": {func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "s", Command: []string{"true"}, RestartPolicy: &always}}
 		}, "is a sidecar"},

@@ -133,11 +133,7 @@ func isAll(c v1.Capability) bool { return c == "ALL" || c == "all" }
 // does. A non-nil waiting is why the container cannot start: its reason
 // and message.
 func (r *Runtime) identity(pod *v1.Pod, c *v1.Container, s security) (uid, gid uint32, groups []uint32, waiting *reasonMessage) {
-	var user ImageUser
-	known := false
-	if r.imageUsers != nil {
-		user, known = r.imageUsers.ImageUser(c.Image)
-	}
+	user, known := r.imageUser(c.Image)
 	u, g := int64(0), int64(0)
 	if known && user.Name == "" {
 		u, g = user.UID, user.GID

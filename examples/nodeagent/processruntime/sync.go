@@ -37,9 +37,13 @@ import (
 // container due for a restart (Always, or OnFailure after a failure) is
 // started again, its restart count going on.
 //
-// A command that cannot be found or started is recorded as an exit with
-// code 128 and ReasonStartError, and then follows the restart policy like
-// any exit. An error wrapping ErrUnsupported means the pod cannot run here
+// A container's command is resolved from its spec and its image's
+// configuration (see command.go); one that cannot be resolved waits in
+// CreateContainerConfigError (or CreateContainerError), and SyncPod
+// returns an error wrapping ErrCreateContainerConfig, retried. A command
+// that cannot be found or started is recorded as an exit with code 128
+// and ReasonStartError (its status waits in RunContainerError, then
+// CrashLoopBackOff), and then follows the restart policy like any exit. An error wrapping ErrUnsupported means the pod cannot run here
 // (see ValidatePod). status is not used: the runtime reads its own state.
 func (r *Runtime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v1.Pod, _ PodStatus) (bool, error) {
 	if err := ctx.Err(); err != nil {
