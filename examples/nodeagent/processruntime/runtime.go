@@ -169,7 +169,8 @@ type Options struct {
 // podworker.PodSyncer[PodStatus], a podworker.RuntimePodSyncer, and a
 // podworker.StatusSource[PodStatus] with podworker.StoppedChecker.
 //
-// Each container runs command+args with the container's env (plus PATH,
+// Each container runs command+args (with its image's configuration, see
+// ImageConfigs) with the container's env (plus PATH,
 // HOSTNAME, HOME and the PODKIT_* variables) in its workingDir (default:
 // the pod's scratch directory, shared by its containers and removed when
 // the pod is cleaned up — a stand-in for an emptyDir volume), as the

@@ -27,9 +27,10 @@ type ImageUser struct {
 }
 
 // ImageUsers tells the runtime which user an image runs as. The process
-// runtime reads no image, so without one every container without
-// runAsUser runs as root inside its pod (an unprivileged host ID, the
-// pod's user namespace's root), as busybox-like images do.
+// runtime reads no image, so without one (or the user of the image's
+// configuration, ImageConfigs) every container without runAsUser runs as
+// root inside its pod (an unprivileged host ID, the pod's user
+// namespace's root), as busybox-like images do.
 //
 // ImageUser is called from SyncPod, for each container start; it must
 // not block.
