@@ -490,8 +490,10 @@ func testAgentRestart(t *testing.T, c *cluster) {
 func testAgentRejects(t *testing.T, c *cluster) {
 	const node = "reject-node"
 	startAgent(t, c, node, t.TempDir(), "")
-	pod := createPod(t, c, apiPod("no-command", node)) // no command: nothing to run
+	refused := apiPod("selinux", node, "true")
+	refused.Spec.SecurityContext = &v1.PodSecurityContext{SELinuxOptions: &v1.SELinuxOptions{Level: "s0:c1,c2"}} // the process runtime applies no SELinux label
+	pod := createPod(t, c, refused)
 	got := waitForPod(t, c.admin, "default", pod.Name, "Failed", isPhase(v1.PodFailed))
 	assert.Equal(t, agent.ReasonUnsupportedPod, got.Status.Reason)
-	assert.Contains(t, got.Status.Message, "has no command")
+	assert.Contains(t, got.Status.Message, "seLinuxOptions")
 }

@@ -40,6 +40,9 @@ type options struct {
 	verbosity         int
 	// cgroups is the process runtime's containment: auto, off or required.
 	cgroups string
+	// imageConfig is the file of image configurations the process runtime
+	// adds to its defaults (processruntime.LoadImageTable); "" for none.
+	imageConfig string
 	// demoTimeout bounds the demo script; past it the demo has stalled.
 	demoTimeout time.Duration
 	// runtimeOptions choose the container runtime (runtime_cri.go).
@@ -109,12 +112,21 @@ func newAgent(opts options, out io.Writer, log logr.Logger) (*agent, error) {
 		return nil, err
 	}
 	a.events = newRuntimeEvents(a.records)
+	var images processruntime.ImageConfigs
+	if opts.imageConfig != "" {
+		table, err := processruntime.LoadImageTable(opts.imageConfig)
+		if err != nil {
+			return nil, fmt.Errorf("--image-config: %w", err)
+		}
+		images = table
+	}
 	a.rt, err = processruntime.Open(processruntime.Options{
-		StateDir: filepath.Join(opts.stateDir, "runtime"),
-		Cgroups:  mode,
-		BackOff:  opts.restartBackOff,
-		Logger:   log.WithName("runtime"),
-		OnEvent:  a.events.add,
+		ImageConfigs: images,
+		StateDir:     filepath.Join(opts.stateDir, "runtime"),
+		Cgroups:      mode,
+		BackOff:      opts.restartBackOff,
+		Logger:       log.WithName("runtime"),
+		OnEvent:      a.events.add,
 
 		ContainerLogMaxSize:  opts.containerLogMaxSize,
 		ContainerLogMaxFiles: opts.containerLogMaxFiles,

@@ -116,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&opts.restartBackOff, "restart-backoff", time.Second, "delay before the second restart of a crashing container; it doubles with each restart (the kubelet uses 10s)")
 	fs.DurationVar(&opts.manifestInterval, "manifest-interval", 2*time.Second, "how often the manifest directory is read again")
 	fs.StringVar(&opts.cgroups, "cgroups", "auto", "put each pod in a cgroup v2 of its own so that no process it starts outlives it: auto (when the agent's cgroup is writable), off (process groups and an environment scan only), or required")
+	fs.StringVar(&opts.imageConfig, "image-config", "", "YAML or JSON `file` of image configurations (entrypoint, cmd, workingDir, env, user) for containers without a command of their own, over the built-in ones (busybox, alpine, debian, ...); see processruntime.LoadImageTable")
 	fs.IntVar(&opts.verbosity, "v", 0, "log `level` on stderr: 0 logs errors only, 1 adds information, higher adds detail")
 	opts.runtimeOptions.register(fs)
 	opts.logCapOptions.register(fs)

@@ -87,6 +87,11 @@ type Config struct {
 	// none: a sandboxed pod's network has a loopback only.
 	PodCIDR    netip.Prefix
 	BridgeName string
+	// ImageConfigs is the process runtime's Options.ImageConfigs: the
+	// configurations of images the node knows beyond the runtime's
+	// defaults, for containers without a command of their own. Defaults
+	// to none.
+	ImageConfigs processruntime.ImageConfigs
 	// Logger receives the agent's logs. Defaults to discarding them.
 	Logger logr.Logger
 
@@ -162,6 +167,7 @@ func (a *Agent) build() error {
 		Masks:           cfg.Masks,
 		PodCIDR:         cfg.PodCIDR,
 		BridgeName:      cfg.BridgeName,
+		ImageConfigs:    cfg.ImageConfigs,
 		Logger:          log.WithName("runtime"),
 		OnEvent:         runtimeEvs.on,
 	})

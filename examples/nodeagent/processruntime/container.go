@@ -9,15 +9,21 @@ import (
 )
 
 // start starts c's process (c.starting is set) and records the outcome:
-// the process, an exit with ReasonStartError, or, when the container's
-// configuration cannot be applied (runAsNonRoot), why it waits.
+// the process (and, once in the pod's life, the warning that the node's
+// program stands in for the image's), an exit with ReasonStartError, or,
+// when the container's configuration cannot be applied (runAsNonRoot, a
+// command that cannot be resolved), why it waits.
 func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
 	spec := findContainer(pod, c.rec.Name)
 	now := r.clock.Now()
+	var l launch
 	if spec != nil {
 		waiting := r.ephemeralWaiting(pod, c)
 		if waiting == nil {
 			_, _, _, waiting = r.identity(pod, spec, effectiveSecurity(pod, spec))
+		}
+		if waiting == nil {
+			l, waiting = r.launchOf(pod, spec)
 		}
 		if waiting != nil {
 			r.mu.Lock()
@@ -84,6 +90,9 @@ func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
 		go r.reap(p, c, pr, cmd)
 	}
 	r.emit(ev)
+	if spec != nil {
+		r.emitWarning(p, c.rec.Name, r.hostProgramWarning(spec, l))
+	}
 }
 
 // findContainer returns the spec of the pod's container name: init,

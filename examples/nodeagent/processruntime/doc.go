@@ -2,15 +2,17 @@
 // of a pod as a local OS process: the runtime of the example node agent,
 // and a complete model of what a runtime owes the pod workers.
 //
-// A container is its command and args, run with its env in its workingDir
-// (by default the pod's scratch directory), as the leader of a process
-// group of its own, its stdout and stderr drained by a log shim into
+// A container is its command and args (resolved with its image's
+// configuration, see Images and commands below), run with its env in its
+// workingDir (by default the pod's scratch directory), as the leader of a
+// process group of its own, its stdout and stderr drained by a log shim into
 // rotated log files (see Logs below), inside its pod's sandbox where the
 // machine allows one (see Sandbox below): a user, mount, PID, IPC, UTS
 // and network namespace of the pod's own, its securityContext applied. The
 // image is recorded, never pulled. Restarts follow the pod's restartPolicy with the
 // kubelet's exponential backoff; init containers run first, in order, each
-// to success. Termination is SIGTERM to each group, the grace period, then
+// to success, sidecars (restartPolicy Always) each until it is started,
+// then kept running (see Sidecars below). Termination is SIGTERM to each group, the grace period, then
 // SIGKILL; a cancelled context escalates at once. Every process a pod
 // started is then killed, wherever it went (see Containment).
 //
@@ -41,6 +43,53 @@
 //  8. Serve the kubelet API's sessions and figures from Exec, Attach,
 //     PortForward, PodStats and RunningPods (see Sessions and Stats
 //     below), each called from the request's goroutine.
+//
+// # Images and commands
+//
+// The runtime pulls no image: a container runs the node's own program of
+// its command. A container without a command takes it from its image's
+// configuration (entrypoint, cmd, workingDir, env, user): Options.ImageConfigs
+// (an ImageTable, LoadImageTable's file format), then DefaultImageConfigs
+// (busybox, alpine, debian, ubuntu, python, perl, nginx, ..., by repository
+// name whatever the registry, tag or digest), by Kubernetes' rules: command
+// wins over the image; args alone go after the image's entrypoint (busybox
+// has none, so its args [sh, -c, ...] run sh); neither runs entrypoint +
+// cmd. The image's env is under the container's, its workingDir the
+// default, its user the default of runAsUser (after Options.ImageUsers).
+// Each container that runs says once, in a PodWarning (ReasonHostProgram),
+// that the node's program stands in for the image's.
+//
+// A container whose command cannot be resolved (no command, and an image
+// in no table) waits in CreateContainerConfigError, one with no command at
+// all in CreateContainerError, each with a ContainerFailed event and
+// retried at each SyncPod; a program that does not exist is a failed start
+// (exit 128, StartError), shown waiting in RunContainerError and, once its
+// restart backs off, CrashLoopBackOff. None of these fails the pod by
+// itself, so a controller does not replace it (under restartPolicy Never
+// a failed start ends the pod Failed, as on a kubelet).
+//
+// What differs from a kubelet: an image in no table with a command of its
+// own runs (its entrypoint, env and user unknown, taken as none); the
+// defaults leave out the entrypoint scripts that only prepare an image
+// (nginx's, node's: docker-entrypoint.sh) and the env describing the
+// image's own programs; with neither the container's nor the image's
+// workingDir, the process runs in the pod's scratch directory, not "/";
+// a missing working directory is a failed start, not created.
+//
+// # Sidecars
+//
+// Init containers with restartPolicy Always run as on a kubelet: each is
+// started before the init container after it runs; each is restarted
+// whenever it exits (with the restart backoff), whatever the pod's
+// restartPolicy; before the pod is initialized an exited sidecar holds the
+// init containers after it back until it runs again. They do not keep a
+// pod from its end: once the regular containers are done (a Job's pod
+// succeeded), SyncPod reports the pod terminal and no sidecar restarts.
+// SyncTerminatingPod stops the regular and ephemeral containers first,
+// then the sidecars one at a time in the reverse of their order, within
+// the one grace period (each sidecar given at least 2 seconds, the
+// kubelet's minimum). A running sidecar is Started and Ready (no probes
+// yet); an exited one neither.
 //
 // # State directory
 //

@@ -100,9 +100,6 @@ func (r *Runtime) ephemeralWaiting(pod *v1.Pod, c *container) *reasonMessage {
 // ephemeralRefusal is what makes the ephemeral container spec, aimed at
 // target, impossible to run here; "" when it can run.
 func (r *Runtime) ephemeralRefusal(pod *v1.Pod, spec *v1.Container, target string) string {
-	if len(spec.Command) == 0 || spec.Command[0] == "" {
-		return "the ephemeral container has no command: the process runtime does not read images, so it has no entrypoint (kubectl debug ... -- COMMAND)"
-	}
 	if len(spec.EnvFrom) > 0 {
 		return "envFrom is not supported by the process runtime"
 	}

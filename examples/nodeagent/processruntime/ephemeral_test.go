@@ -86,6 +86,7 @@ func TestAnEphemeralContainerItCannotRunWaits(t *testing.T) {
 
 	debug := pod.DeepCopy()
 	noCommand := debugger("no-command", "")
+	noCommand.Image = "example.com/unknown-debugger" // in no image table: its command is unknown
 	privileged := debugger("privileged", "", "true")
 	privileged.SecurityContext = &v1.SecurityContext{Privileged: new(true)}
 	withVolume := debugger("own-volume", "c", "true")
@@ -104,7 +105,7 @@ func TestAnEphemeralContainerItCannotRunWaits(t *testing.T) {
 	for _, es := range api.EphemeralContainerStatuses {
 		msgs[es.Name] = es.State.Waiting.Message
 	}
-	assert.Contains(t, msgs["no-command"], "has no command")
+	assert.Contains(t, msgs["no-command"], `image "example.com/unknown-debugger" is not in this node's image table`)
 	assert.Contains(t, msgs["privileged"], "privileged")
 	assert.Contains(t, msgs["own-volume"], `names no volume`)
 	c, _ := status(t, rt, debug.UID).Container("c")

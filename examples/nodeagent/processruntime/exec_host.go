@@ -18,8 +18,7 @@ import (
 // in its cgroup (its pod's limits), its own process group (its own
 // session with a terminal), killed with its group when it ends.
 func (r *Runtime) execHost(ctx context.Context, rc runningContainer, cmd []string, s Streams) (int, error) {
-	env, path := r.environment(rc.pod, rc.spec)
-	dir := rc.spec.WorkingDir
+	env, path, dir := r.containerProcessEnv(rc.pod, rc.spec)
 	if dir == "" {
 		dir = filepath.Join(rc.p.dir, scratchDir)
 	}

@@ -22,15 +22,17 @@ func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container, ins
 	if spec == nil {
 		return nil, nil, errors.New("the container is not in the pod's spec")
 	}
-	env, path := r.environment(pod, spec)
-	dir := spec.WorkingDir
+	l, waiting := r.launchOf(pod, spec)
+	if waiting != nil {
+		return nil, nil, errors.New(waiting.Message)
+	}
+	env, path, dir, argv := l.env, l.path, l.dir, l.argv
 	if dir == "" {
 		dir = filepath.Join(p.dir, scratchDir)
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, nil, fmt.Errorf("working directory %q does not exist or is not a directory", dir)
 	}
-	argv := append(append([]string(nil), spec.Command...), spec.Args...)
 	exe, err := lookPath(argv[0], path, dir)
 	if err != nil {
 		return nil, nil, err

@@ -135,6 +135,12 @@ type Options struct {
 	// ImageUsers tells which user an image runs as, for containers without
 	// runAsUser. Defaults to none: they run as root inside their pod.
 	ImageUsers ImageUsers
+	// ImageConfigs tells the configuration (entrypoint, cmd, workingDir,
+	// env, user) of the images the agent knows, for containers that do not
+	// give their own command: an ImageTable, from LoadImageTable for
+	// instance. It is asked before the defaults (DefaultImageConfigs),
+	// so its entries override them. Defaults to none: the defaults only.
+	ImageConfigs ImageConfigs
 	// PodCIDR, when set, gives sandboxed pods a network: a network
 	// namespace each (owned by the host's user namespace: the pod's root
 	// cannot reconfigure it), attached to a bridge of the node's
@@ -163,7 +169,8 @@ type Options struct {
 // podworker.PodSyncer[PodStatus], a podworker.RuntimePodSyncer, and a
 // podworker.StatusSource[PodStatus] with podworker.StoppedChecker.
 //
-// Each container runs command+args with the container's env (plus PATH,
+// Each container runs command+args (with its image's configuration, see
+// ImageConfigs) with the container's env (plus PATH,
 // HOSTNAME, HOME and the PODKIT_* variables) in its workingDir (default:
 // the pod's scratch directory, shared by its containers and removed when
 // the pod is cleaned up — a stand-in for an emptyDir volume), as the
@@ -206,6 +213,7 @@ type Runtime struct {
 	// first).
 	masks        []string
 	imageUsers   ImageUsers
+	imageConfigs ImageConfigs
 	volumeSource VolumeSource
 	limits       *limiter
 	pidsLimit    int64
@@ -350,6 +358,7 @@ func Open(opts Options) (*Runtime, error) {
 
 		allowHostAccess: opts.AllowHostAccess,
 		imageUsers:      opts.ImageUsers,
+		imageConfigs:    opts.ImageConfigs,
 		volumeSource:    opts.Volumes,
 		pidsLimit:       opts.PodPidsLimit,
 	}

@@ -341,11 +341,13 @@ func TestValidatePod(t *testing.T) {
 		"no UID":       {func(p *v1.Pod) { p.UID = "" }, "the pod has no UID"},
 		"UID path":     {func(p *v1.Pod) { p.UID = "../x" }, `pod UID "../x" cannot name a directory`},
 		"no container": {func(p *v1.Pod) { p.Spec.Containers = nil }, "has no containers"},
-		"no command":   {func(p *v1.Pod) { p.Spec.Containers[0].Command = nil }, "has no command"},
-		"duplicate":    {func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{p.Spec.Containers[0]} }, `two containers are named "c"`},
+		// A command is resolved when the container starts (it may wait), a
+		// sidecar is run: neither is refused.
+		"no command": {func(p *v1.Pod) { p.Spec.Containers[0].Command = nil }, ""},
+		"duplicate":  {func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{p.Spec.Containers[0]} }, `two containers are named "c"`},
 		"sidecar": {func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "s", Command: []string{"true"}, RestartPolicy: &always}}
-		}, "is a sidecar"},
+		}, ""},
 		"envFrom": {func(p *v1.Pod) { p.Spec.Containers[0].EnvFrom = []v1.EnvFromSource{{}} }, "envFrom"},
 		"secret env": {func(p *v1.Pod) {
 			p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{}}}}

@@ -31,11 +31,15 @@ func (r *Runtime) processSpec(p *podState, pod *v1.Pod, spec *v1.Container) (*sa
 	if waiting != nil {
 		return nil, waiting
 	}
-	env, _ := r.environment(pod, spec)
+	l, waiting := r.launchOf(pod, spec)
+	if waiting != nil {
+		return nil, waiting
+	}
+	env := l.env
 	ps := &sandbox.ProcessSpec{
-		Args:            append(append([]string(nil), spec.Command...), spec.Args...),
+		Args:            l.argv,
 		Env:             env,
-		Dir:             spec.WorkingDir,
+		Dir:             l.dir,
 		UID:             uid,
 		GID:             gid,
 		Groups:          groups,

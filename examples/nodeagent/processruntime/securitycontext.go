@@ -27,9 +27,10 @@ type ImageUser struct {
 }
 
 // ImageUsers tells the runtime which user an image runs as. The process
-// runtime reads no image, so without one every container without
-// runAsUser runs as root inside its pod (an unprivileged host ID, the
-// pod's user namespace's root), as busybox-like images do.
+// runtime reads no image, so without one (or the user of the image's
+// configuration, ImageConfigs) every container without runAsUser runs as
+// root inside its pod (an unprivileged host ID, the pod's user
+// namespace's root), as busybox-like images do.
 //
 // ImageUser is called from SyncPod, for each container start; it must
 // not block.
@@ -133,11 +134,7 @@ func isAll(c v1.Capability) bool { return c == "ALL" || c == "all" }
 // does. A non-nil waiting is why the container cannot start: its reason
 // and message.
 func (r *Runtime) identity(pod *v1.Pod, c *v1.Container, s security) (uid, gid uint32, groups []uint32, waiting *reasonMessage) {
-	var user ImageUser
-	known := false
-	if r.imageUsers != nil {
-		user, known = r.imageUsers.ImageUser(c.Image)
-	}
+	user, known := r.imageUser(c.Image)
 	u, g := int64(0), int64(0)
 	if known && user.Name == "" {
 		u, g = user.UID, user.GID

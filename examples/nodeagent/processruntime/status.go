@@ -163,12 +163,14 @@ func (s PodStatus) Container(name string) (ContainerStatus, bool) {
 // pod.Status is read only to keep the transition times of conditions that
 // did not change. The result is the caller's.
 //
-// A regular container is ready while it runs (the runtime has no probes);
-// an init container is ready once it exited 0, as the kubelet reports it.
-// An exited container that waits out its restart backoff is waiting, with
-// reason CrashLoopBackOff, the kubelet's message naming the backoff, and
-// the exit as its last termination; one that restarts at once (the first
-// restart) shows its exit until it does. A stopped pod is always given a
+// A regular container or a sidecar is ready while it runs (the runtime
+// has no probes); a regular init container is ready once it exited 0, as
+// the kubelet reports it. An exited container that waits out its restart
+// backoff is waiting, with reason CrashLoopBackOff, the kubelet's message
+// naming the backoff, and the exit as its last termination; one that
+// restarts at once (the first restart) shows its exit until it does, but
+// one whose start failed waits in RunContainerError with the start's
+// error. A stopped pod is always given a
 // terminal phase; the kubelet leaves static pods out of that rule (a TODO
 // upstream, kubernetes#116484), which podkit does not. The kill's
 // PodStatusFunc, if any, is applied last.
@@ -238,17 +240,22 @@ func apiContainerStatuses(pod *v1.Pod, specs []v1.Container, have []ContainerSta
 			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waitReason}}
 		case c.State == ContainerStateRunning:
 			st.State = v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}}
-			st.Ready = !init // an init container is ready once it completed
+			st.Ready = !init || podstatus.IsSidecar(&spec) // a regular init container is ready once it completed
 			st.Started = new(true)
-		case !stopped && c.BackOff > 0 && podstatus.ShouldRestart(pod.Spec.RestartPolicy, init, c.Exit.Code):
+		case !stopped && c.BackOff > 0 && restartsAfter(pod, &spec, init, c.Exit.Code):
 			// Exited, and its restart waits out a backoff: waiting, with
 			// the exit as the last termination, as the kubelet shows a
 			// crash loop.
 			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: ReasonCrashLoopBackOff, Message: crashLoopMessage(pod, spec.Name, c.BackOff)}}
 			st.LastTerminationState = v1.ContainerState{Terminated: terminated(c.Exit)}
+		case !stopped && c.Exit.Reason == ReasonStartError && restartsAfter(pod, &spec, init, c.Exit.Code):
+			// Its start failed and it is started again at once: waiting,
+			// with why, as the kubelet shows a failed start.
+			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: ReasonRunContainerError, Message: c.Exit.Message}}
+			st.LastTerminationState = v1.ContainerState{Terminated: terminated(c.Exit)}
 		default:
 			st.State = v1.ContainerState{Terminated: terminated(c.Exit)}
-			st.Ready = init && c.Exit.Code == 0
+			st.Ready = init && !podstatus.IsSidecar(&spec) && c.Exit.Code == 0
 		}
 		out = append(out, st)
 	}

@@ -16,8 +16,9 @@ import (
 
 // SyncPod brings the pod's processes in line with its spec and returns at
 // once; it never waits for a container to run or end. Init containers run
-// first, one at a time in order, each until it succeeds; then every regular
-// container is started. An ephemeral container is started once, when it
+// first, one at a time in order, each until it succeeds, or, for a sidecar
+// (restartPolicy Always), until it is started, and then kept running (see
+// sidecars.go); then every regular container is started. An ephemeral container is started once, when it
 // appears, whatever the init containers do (see ephemeral.go). An exited container is restarted as restartPolicy
 // says (Always: always; OnFailure: after a non-zero exit; Never: never;
 // a failed init container is retried unless Never): the first restart at
@@ -27,7 +28,8 @@ import (
 //
 // It returns terminal true when the pod is done by its restart policy: an
 // init container failed under Never, or every regular container exited and
-// none is to be restarted.
+// none is to be restarted (sidecars still running are stopped by
+// SyncTerminatingPod, after them).
 //
 // A UID cleaned up by SyncTerminatedPod in this run starts clean: the
 // engine only syncs it again to restart it. A tombstone an earlier run left
@@ -37,9 +39,13 @@ import (
 // container due for a restart (Always, or OnFailure after a failure) is
 // started again, its restart count going on.
 //
-// A command that cannot be found or started is recorded as an exit with
-// code 128 and ReasonStartError, and then follows the restart policy like
-// any exit. An error wrapping ErrUnsupported means the pod cannot run here
+// A container's command is resolved from its spec and its image's
+// configuration (see command.go); one that cannot be resolved waits in
+// CreateContainerConfigError (or CreateContainerError), and SyncPod
+// returns an error wrapping ErrCreateContainerConfig, retried. A command
+// that cannot be found or started is recorded as an exit with code 128
+// and ReasonStartError (its status waits in RunContainerError, then
+// CrashLoopBackOff), and then follows the restart policy like any exit. An error wrapping ErrUnsupported means the pod cannot run here
 // (see ValidatePod). status is not used: the runtime reads its own state.
 func (r *Runtime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v1.Pod, _ PodStatus) (bool, error) {
 	if err := ctx.Err(); err != nil {
@@ -177,38 +183,16 @@ func trackContainersLocked(p *podState, pod *v1.Pod) {
 
 // planLocked decides, from the pod's containers, which to start now. It
 // reads p and changes nothing; trackContainersLocked must have run for pod.
+// Init containers and sidecars are planned by planInitLocked.
 func (r *Runtime) planLocked(p *podState, pod *v1.Pod, now time.Time) plan {
 	policy := pod.Spec.RestartPolicy
 	var pl plan
-	backoff := func(c *container) {
-		if w := r.restartWaitLocked(c, now); w > 0 {
-			if pl.wait == 0 || w < pl.wait {
-				pl.wait, pl.waitFor = w, c.rec.Name
-			}
-			return
+	initialized, sidecars := r.planInitLocked(p, pod, now, &pl)
+	if !initialized {
+		if !pl.terminal {
+			pl.merge(sidecars)
 		}
-		pl.start = append(pl.start, c)
-	}
-	for i := range pod.Spec.InitContainers {
-		c := p.containers[pod.Spec.InitContainers[i].Name]
-		switch {
-		case c.proc != nil || c.starting:
-			return pl
-		case c.rec.Exit == nil:
-			pl.start = append(pl.start, c)
-			if c.waiting != nil {
-				pl.waiting, pl.waitingFor = c.waiting, c.rec.Name
-			}
-			return pl
-		case c.rec.Exit.Code == 0:
-			continue
-		case !podstatus.ShouldRestart(policy, true, c.rec.Exit.Code):
-			pl.terminal = true
-			return pl
-		default:
-			backoff(c)
-			return pl
-		}
+		return pl
 	}
 	done := true
 	for i := range pod.Spec.Containers {
@@ -224,10 +208,14 @@ func (r *Runtime) planLocked(p *podState, pod *v1.Pod, now time.Time) plan {
 			pl.start = append(pl.start, c)
 		case podstatus.ShouldRestart(policy, false, c.rec.Exit.Code):
 			done = false
-			backoff(c)
+			r.startOrWaitLocked(&pl, c, now)
 		}
 	}
 	pl.terminal = done
+	if !done {
+		// Sidecars are kept running only while the pod is not done.
+		pl.merge(sidecars)
+	}
 	return pl
 }
 

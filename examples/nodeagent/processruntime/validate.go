@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/podkit/podkit/internal/podstatus"
 )
 
 // ErrUnsupported is wrapped by the errors of ValidatePod (and so of SyncPod)
@@ -14,16 +12,17 @@ import (
 var ErrUnsupported = errors.New("processruntime: unsupported pod")
 
 // ValidatePod reports whether the runtime can run pod: it needs a UID that
-// can name a directory, at least one container, a command for every
-// container (the runtime does not read images, so it has no entrypoint to
-// fall back on), unique container names, no sidecars (init containers
-// with restartPolicy Always), no envFrom, and env values that are literal
+// can name a directory, at least one container, unique container names,
+// no envFrom, and env values that are literal
 // or refer to metadata.name, metadata.namespace, metadata.uid,
 // spec.nodeName or spec.serviceAccountName. The error says what is wrong
 // and wraps ErrUnsupported. These are the checks of any process runtime;
 // Runtime.ValidatePod adds those of the pod's securityContext against a
 // runtime's sandbox and options, and is what an agent's admission (the
-// Runtime's Admit) and SyncPod check.
+// Runtime's Admit) and SyncPod check. A container's command is not
+// checked here: one that cannot be resolved (no command, and an image the
+// runtime has no configuration for) waits in CreateContainerConfigError,
+// as on a kubelet, rather than failing its pod.
 func ValidatePod(pod *v1.Pod) error {
 	if pod == nil {
 		return fmt.Errorf("%w: nil pod", ErrUnsupported)
@@ -35,7 +34,7 @@ func ValidatePod(pod *v1.Pod) error {
 		return fmt.Errorf("%w: pod %s has no containers", ErrUnsupported, podName(pod))
 	}
 	seen := map[string]bool{}
-	check := func(c *v1.Container, init bool) error {
+	check := func(c *v1.Container) error {
 		if c.Name == "" {
 			return errors.New("a container has no name")
 		}
@@ -46,12 +45,6 @@ func ValidatePod(pod *v1.Pod) error {
 			return fmt.Errorf("two containers are named %q", c.Name)
 		}
 		seen[c.Name] = true
-		if len(c.Command) == 0 || c.Command[0] == "" {
-			return fmt.Errorf("container %q has no command: the process runtime does not read images, so it has no entrypoint", c.Name)
-		}
-		if init && podstatus.IsSidecar(c) {
-			return fmt.Errorf("init container %q is a sidecar (restartPolicy Always), which the process runtime does not run", c.Name)
-		}
 		if len(c.EnvFrom) > 0 {
 			return fmt.Errorf("container %q uses envFrom, which the process runtime does not support", c.Name)
 		}
@@ -69,12 +62,12 @@ func ValidatePod(pod *v1.Pod) error {
 		return nil
 	}
 	for i := range pod.Spec.InitContainers {
-		if err := check(&pod.Spec.InitContainers[i], true); err != nil {
+		if err := check(&pod.Spec.InitContainers[i]); err != nil {
 			return fmt.Errorf("%w: pod %s: %v", ErrUnsupported, podName(pod), err)
 		}
 	}
 	for i := range pod.Spec.Containers {
-		if err := check(&pod.Spec.Containers[i], false); err != nil {
+		if err := check(&pod.Spec.Containers[i]); err != nil {
 			return fmt.Errorf("%w: pod %s: %v", ErrUnsupported, podName(pod), err)
 		}
 	}

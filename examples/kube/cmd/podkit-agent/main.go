@@ -38,6 +38,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/podkit/podkit/examples/kube/agent"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 
 func main() {
@@ -65,10 +66,19 @@ func run() error {
 		apiBurst     = flag.Int("kube-api-burst", 100, "burst of queries to the API server (the kubelet's default)")
 		verbosity    = flag.Int("v", 0, "log verbosity")
 		allowHost    = flag.Bool("allow-host-access", false, "let pods ask for what reaches the host: privileged containers, hostNetwork, hostPID, hostIPC, hostUsers and hostPath volumes (off: such pods are rejected, HostAccessNotAllowed)")
+		imageConfig  = flag.String("image-config", "", "YAML or JSON `file` of image configurations (entrypoint, cmd, workingDir, env, user) for containers without a command of their own, over the built-in ones (busybox, alpine, debian, ...); see processruntime.LoadImageTable")
 	)
 	flag.Parse()
 	if *nodeName == "" {
 		return fmt.Errorf("--node-name is required (the hostname is unknown)")
+	}
+	var images processruntime.ImageConfigs
+	if *imageConfig != "" {
+		table, err := processruntime.LoadImageTable(*imageConfig)
+		if err != nil {
+			return fmt.Errorf("--image-config: %w", err)
+		}
+		images = table
 	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -113,6 +123,7 @@ func run() error {
 		Logger:               logger,
 		AllowHostAccess:      *allowHost,
 		Masks:                masks,
+		ImageConfigs:         images,
 	})
 	if err != nil {
 		return err
