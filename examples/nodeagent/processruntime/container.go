@@ -84,8 +84,7 @@ func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
 	r.log.V(2).Info("Container started", "pod", podName(pod), "container", c.rec.Name, "pid", pr.pid)
 
 	if pr.sb != nil {
-		r.watchers.Add(1)
-		go r.reapSandboxed(p, c, pr)
+		r.goWatcher(func() { r.reapSandboxed(p, c, pr) })
 	} else {
 		go r.reap(p, c, pr, cmd)
 	}

@@ -95,7 +95,7 @@ func (r *Runtime) execSandboxed(ctx context.Context, rc runningContainer, cmd []
 // drops the process from the init's table once it has ended.
 func (r *Runtime) abandonExec(sb *podSandbox, name string) {
 	r.abandon(sb, name)
-	r.watchers.Go(func() {
+	r.goWatcher(func() {
 		if _, err := sb.conn.Wait(r.closingCtx, name); err == nil {
 			r.forgetExec(sb, name)
 		}
@@ -128,7 +128,7 @@ func (r *Runtime) endLeftoverExecs(sb *podSandbox, procs map[string]sandbox.Proc
 		ctx, cancel := context.WithTimeout(context.Background(), sandboxWait)
 		_ = sb.conn.Signal(ctx, name, syscall.SIGKILL)
 		cancel()
-		r.watchers.Go(func() {
+		r.goWatcher(func() {
 			if _, err := sb.conn.Wait(r.closingCtx, name); err == nil {
 				r.forgetExec(sb, name)
 			}

@@ -138,8 +138,8 @@ func TestFollowGoesAcrossRotationToTheContainersExit(t *testing.T) {
 	select {
 	case err := <-done:
 		require.NoError(t, err, "the follower ends when the container does")
-	case <-time.After(30 * time.Second):
-		t.Fatal("the follower did not end within 30s of the container's exit")
+	case <-time.After(2 * time.Minute): // a bound against a hang, on a loaded machine
+		t.Fatal("the follower did not end within 2 minutes of the container's exit")
 	}
 	log := out.String()
 	require.True(t, strings.HasSuffix(log, "\nend"), "everything the container wrote was delivered, up to its last byte")

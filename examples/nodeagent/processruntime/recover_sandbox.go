@@ -94,8 +94,7 @@ func (r *Runtime) recoverSandboxed(p *podState, rec sandboxRecord, now time.Time
 			c.proc = pr
 			r.persistLocked(p, c)
 			r.log.Info("Adopted a container process from a previous run, through its pod's sandbox", "pod", p.uid, "container", c.rec.Name, "pid", pid)
-			r.watchers.Add(1)
-			go r.reapSandboxed(p, c, pr)
+			r.goWatcher(func() { r.reapSandboxed(p, c, pr) })
 			continue
 		case known && ps.State == sandbox.StateExited && ps.Exit != nil:
 			exit := exitOf(ps.Exit.Code, ps.Exit.Signal)

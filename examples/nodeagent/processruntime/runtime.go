@@ -227,6 +227,9 @@ type Runtime struct {
 	closingCancel context.CancelFunc
 	closeOnce     sync.Once
 	watchers      sync.WaitGroup
+	// watchMu orders goWatcher's Add before Close's Wait: once closing
+	// is closed, no watcher is added.
+	watchMu sync.Mutex
 
 	// mu guards pods and everything reachable from it except proc.mu's
 	// fields. It is never held while waiting for a process or calling
@@ -466,7 +469,9 @@ func lockDir(dir string) (*os.File, error) {
 // and log shim end when they do. Close is idempotent.
 func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
+		r.watchMu.Lock()
 		close(r.closing)
+		r.watchMu.Unlock()
 		r.closingCancel()
 		// What waits on a sandbox's connection stops with it; the sandboxes
 		// keep running, for a later Runtime to connect to.
@@ -486,6 +491,19 @@ func (r *Runtime) Close() error {
 		r.lock.Close()
 	})
 	return nil
+}
+
+// goWatcher runs f on a goroutine Close waits for, unless the runtime is
+// closing (f is then not run: what it would watch is a later runtime's to
+// adopt). It reports whether f runs.
+func (r *Runtime) goWatcher(f func()) bool {
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	if r.closed() {
+		return false
+	}
+	r.watchers.Go(f)
+	return true
 }
 
 func (r *Runtime) closed() bool {

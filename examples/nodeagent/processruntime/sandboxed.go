@@ -162,8 +162,9 @@ func (r *Runtime) abandon(sb *podSandbox, name string) {
 // be complete and records the exit. When the sandbox ends first, the exit
 // is recorded as a kill; when the runtime closes first, it returns (a later
 // runtime adopts the process).
+//
+// It runs as a watcher (goWatcher).
 func (r *Runtime) reapSandboxed(p *podState, c *container, pr *proc) {
-	defer r.watchers.Done()
 	st, err := pr.sb.conn.Wait(r.closingCtx, pr.name)
 	exit := ExitStatus{Code: 137, Signal: int32(syscall.SIGKILL), Reason: ReasonError, Message: errSandboxEnded.Error()}
 	if err != nil {
