@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -16,6 +15,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/podkit/podkit/internal/podstatus"
+	"github.com/podkit/podkit/lifecycle/containerhook"
+	"github.com/podkit/podkit/lifecycle/event"
+	"github.com/podkit/podkit/lifecycle/podenv"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -95,6 +97,39 @@ type Options struct {
 	// the runtime service that serves the syncer). Defaults to nil:
 	// PodStats fails.
 	Stats StatsLister
+
+	// The per-pod primitives of lifecycle/, shared with the agent's other
+	// runtime (features.go). A pod that needs one the syncer was not given
+	// does not run: its containers wait (see Unsupported).
+
+	// Env builds each container's environment, command and args, and
+	// expands subPathExpr: a *podenv.Builder over the agent's getter.
+	// Defaults to a podenv.Builder with no getter (literal values, $(VAR)
+	// expansion, fieldRef and resourceFieldRef work; a reference to a
+	// secret or config map leaves the container waiting in
+	// CreateContainerConfigError).
+	Env EnvBuilder
+	// Volumes prepares the content of the pods' volumes, which the syncer
+	// mounts as CRI Mounts: a *volume.Manager. Defaults to nil: a pod with
+	// a volume other than hostPath waits (Unsupported).
+	Volumes VolumeManager
+	// Probes runs liveness, readiness and startup probes: a
+	// *probe.Manager whose Exec is this Syncer (or an ExecRunner over the
+	// same runtime). Defaults to nil: a pod with a probe waits.
+	Probes Prober
+	// Hooks runs postStart and preStop hooks: a *containerhook.Runner.
+	// Defaults to a containerhook.Runner executing through this syncer's
+	// ExecSync, recording to Recorder.
+	Hooks HookRunner
+	// Deadline enforces activeDeadlineSeconds: a *deadline.Manager.
+	// Defaults to nil: a pod with activeDeadlineSeconds waits.
+	Deadline DeadlineChecker
+	// Recorder receives the syncer's events (EventFailed, EventKilling,
+	// EventBackOff), on the container. Defaults to event.Discard.
+	Recorder event.Recorder
+	// Logger receives what the syncer logs outside a sync (a panicking
+	// Recorder); syncs log to their ctx's logger. Defaults to discarding.
+	Logger logr.Logger
 }
 
 // Syncer runs pods through the CRI: it implements podworker.PodSyncer for
@@ -110,6 +145,7 @@ type Syncer struct {
 	containers criapi.ContainerManager
 	opts       Options // completed by New
 	backOff    *restartBackOff
+	waiting    *waitingStates
 }
 
 var (
@@ -160,12 +196,25 @@ func New(sandboxes criapi.PodSandboxManager, containers criapi.ContainerManager,
 		opts.Clock = clock.RealClock{}
 	}
 	opts.NodeIPs = append([]string(nil), opts.NodeIPs...)
-	return &Syncer{
+	opts.Recorder = event.OrDiscard(opts.Recorder)
+	s := &Syncer{
 		sandboxes:  sandboxes,
 		containers: containers,
-		opts:       opts,
 		backOff:    newRestartBackOff(opts.RestartBackOff, opts.MaxRestartBackOff),
-	}, nil
+		waiting:    newWaitingStates(),
+	}
+	if opts.Env == nil {
+		env, err := podenv.New(nil, podenv.Options{Recorder: opts.Recorder, Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("cri: the default environment builder: %w", err)
+		}
+		opts.Env = env
+	}
+	if opts.Hooks == nil {
+		opts.Hooks = containerhook.New(containerhook.Options{Exec: NewExecRunner(containers), Recorder: opts.Recorder, Logger: opts.Logger})
+	}
+	s.opts = opts
+	return s, nil
 }
 
 // SyncPod makes the runtime match pod:
@@ -180,9 +229,23 @@ func New(sandboxes criapi.PodSandboxManager, containers criapi.ContainerManager,
 //     and restarts exited ones as the pod's restartPolicy says, spacing
 //     restarts with an exponential back-off (ErrBackOff);
 //   - it reports terminal, and starts nothing, once the pod's phase is
-//     Succeeded or Failed.
+//     Succeeded or Failed, or once it is past its activeDeadlineSeconds
+//     (Options.Deadline: the status reported is Failed, DeadlineExceeded);
+//   - before anything runs, it refuses (Unsupported: the containers wait
+//     in CreateContainerConfigError) a pod that needs a primitive the
+//     syncer lacks, and has the pod's volumes prepared (Options.Volumes:
+//     no container starts while one is not ready);
+//   - it stops the running containers whose liveness or startup probe
+//     failed (Options.Probes), preStop hook first, and starts them again
+//     by their policy in the same sync;
+//   - each container is created with the environment, command and mounts
+//     built for it (Options.Env, Options.Volumes; one that cannot be built
+//     waits in CreateContainerConfigError, the others go on), and its
+//     postStart hook runs once it started (Options.Hooks; a failure kills
+//     it).
 //
-// Images must be present (ErrImageNotPresent); nothing is pulled. status
+// The status reported (Options.OnStatus) has gone through the probes
+// (Started, Ready, conditions). Images must be present (ErrImageNotPresent); nothing is pulled. status
 // is the snapshot the engine read; when nil it is read here. SyncPod does
 // not wait for an init container to finish: the next sync (a resync, or
 // an update) continues. Errors of several containers are joined; ctx ends
@@ -195,14 +258,22 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 	if err != nil {
 		return false, err
 	}
-	api := status.APIStatus(pod)
+	api, pastDeadline := s.derive(ctx, pod, status, false)
 	s.report(pod, api)
-	if podstatus.IsTerminal(api.Phase) {
+	if pastDeadline || podstatus.IsTerminal(api.Phase) {
 		return true, nil
+	}
+	if err := s.Unsupported(pod); err != nil {
+		s.waitAll(pod, status, err.Error())
+		return false, err
+	}
+	if err := s.setUpVolumes(ctx, pod); err != nil {
+		return false, err
 	}
 
 	var sandboxID string
 	var sandboxConfig *runtimeapi.PodSandboxConfig
+	podIPs := s.podIPs(pod, status)
 	if sb := status.ReadySandbox(); sb != nil {
 		sandboxID = sb.GetId()
 		sandboxConfig = s.sandboxConfig(pod, sb.GetMetadata().GetAttempt())
@@ -210,7 +281,7 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 		var attempt uint32
 		if len(status.Sandboxes) > 0 {
 			// The pod's sandbox died: release what is left of it first.
-			if err := s.stopAll(ctx, pod.UID, status, gracePeriodOf(pod)); err != nil {
+			if err := s.stopAll(ctx, pod, pod.UID, status, gracePeriodOf(pod)); err != nil {
 				return false, err
 			}
 			attempt = status.Sandboxes[0].GetMetadata().GetAttempt() + 1
@@ -219,20 +290,37 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 		if sandboxID, err = s.runSandbox(ctx, pod, sandboxConfig); err != nil {
 			return false, err
 		}
+		if podIPs, err = s.sandboxIPs(ctx, pod, sandboxID); err != nil {
+			return false, err
+		}
 	}
-	return false, s.syncContainers(ctx, pod, status, sandboxID, sandboxConfig)
+	killed, err := s.killUnhealthy(ctx, pod, status, sandboxID, podIPs)
+	if err != nil {
+		return false, err
+	}
+	if killed {
+		// Restart what was killed now, by its policy: read what it left.
+		if status, err = s.PodStatus(ctx, pod.UID, time.Time{}); err != nil {
+			return false, err
+		}
+	}
+	return false, s.syncContainers(ctx, pod, status, sandboxID, sandboxConfig, podIPs)
 }
 
 // SyncTerminatingPod stops every container of the pod, each with
-// gracePeriod seconds as its stop timeout (in parallel), then stops every
-// sandbox of the pod, then checks with the runtime that no container of
-// the pod runs and no sandbox is ready. It returns nil only then.
+// gracePeriod seconds as its stop timeout (in parallel; a running
+// container's preStop hook runs first, within gracePeriod, and its stop
+// gets what is left, at least containerhook.MinimumGracePeriodSeconds),
+// then stops every sandbox of the pod, then checks with the runtime that
+// no container of the pod runs and no sandbox is ready. It returns nil
+// only then.
 //
 // A cancelled ctx escalates at once: whatever still runs is stopped with a
 // zero timeout (killed) on a context of its own bounded by
 // Options.KillTimeout, and the error returned wraps ctx.Err(). When
-// Options.OnStatus is set it is given the pod's final status, with
-// podStatusFn applied; otherwise podStatusFn is not used.
+// Options.OnStatus is set it is given the pod's final status (through the
+// probes, and Failed with DeadlineExceeded for a pod past its deadline),
+// with podStatusFn applied; otherwise podStatusFn is not used.
 func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status *PodStatus, gracePeriod int64, podStatusFn func(*v1.PodStatus)) error {
 	if pod == nil {
 		return errors.New("cri: SyncTerminatingPod needs a pod, got nil")
@@ -241,7 +329,7 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status *Po
 	if err != nil {
 		return s.escalate(ctx, pod.UID, nil, err)
 	}
-	if err := s.stopAll(ctx, pod.UID, status, max(gracePeriod, 0)); err != nil {
+	if err := s.stopAll(ctx, pod, pod.UID, status, max(gracePeriod, 0)); err != nil {
 		return err
 	}
 	if s.opts.OnStatus != nil {
@@ -249,7 +337,7 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status *Po
 		if err != nil {
 			return err
 		}
-		api := final.FinalAPIStatus(pod)
+		api, _ := s.derive(ctx, pod, final, true)
 		if podStatusFn != nil {
 			podStatusFn(&api)
 		}
@@ -260,7 +348,10 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status *Po
 
 // SyncTerminatedPod removes every container and sandbox of the pod (found
 // afresh with ListContainers and ListPodSandbox; status is not used), the
-// pod's log directory and its restart back-off. It is idempotent: what is
+// pod's log directory and its restart back-off, and has the primitives
+// forget the pod (probes, deadline timer; its volumes are torn down when
+// the engine says they may go, else by the volume manager later). It is
+// idempotent: what is
 // already gone is not an error. It fails, removing nothing, while a
 // container of the pod runs or a sandbox is ready: the engine only calls it
 // after SyncTerminatingPod succeeded.
@@ -271,18 +362,33 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status *Pod
 	if err := s.removeAll(ctx, pod.UID); err != nil {
 		return err
 	}
-	return s.forget(pod.Namespace, pod.Name, pod.UID)
+	return s.forget(ctx, pod.Namespace, pod.Name, pod.UID)
 }
 
-// forget drops what the syncer keeps of a removed pod: its log directory
-// and its restart back-off.
-func (s *Syncer) forget(namespace, name string, uid types.UID) error {
+// forget drops what the syncer keeps of a removed pod (its log
+// directory, its restart back-off, its waiting containers) and what the
+// primitives keep of it: its probes, its deadline's timer, and its volumes
+// when the engine says they may go (the volume manager's Run removes them
+// otherwise, and retries a teardown that failed, which is only logged).
+func (s *Syncer) forget(ctx context.Context, namespace, name string, uid types.UID) error {
 	if s.opts.LogDirectory != "" && name != "" {
 		if err := os.RemoveAll(podLogDirectory(s.opts.LogDirectory, namespace, name, uid)); err != nil {
 			return fmt.Errorf("cri: removing the log directory of pod %s/%s (%s): %w", namespace, name, uid, err)
 		}
 	}
 	s.backOff.forget(uid)
+	s.waiting.forget(uid)
+	if s.opts.Probes != nil {
+		s.opts.Probes.RemovePod(uid)
+	}
+	if s.opts.Deadline != nil {
+		s.opts.Deadline.Forget(uid)
+	}
+	if s.opts.Volumes != nil {
+		if _, err := s.opts.Volumes.TearDown(uid); err != nil {
+			logr.FromContextOrDiscard(ctx).V(1).Info("Tearing down the pod's volumes failed; the volume manager retries", "err", err.Error())
+		}
+	}
 	return nil
 }
 
@@ -297,13 +403,13 @@ func (s *Syncer) SyncTerminatingRuntimePod(ctx context.Context, pod podworker.Ru
 	if err != nil {
 		return s.escalate(ctx, pod.UID, nil, err)
 	}
-	if err := s.stopAll(ctx, pod.UID, status, 1); err != nil {
+	if err := s.stopAll(ctx, nil, pod.UID, status, 1); err != nil {
 		return err
 	}
 	if err := s.removeAll(ctx, pod.UID); err != nil {
 		return err
 	}
-	return s.forget(pod.Namespace, pod.Name, pod.UID)
+	return s.forget(ctx, pod.Namespace, pod.Name, pod.UID)
 }
 
 // ensureStatus returns status, or reads it when the engine gave none.
@@ -335,127 +441,6 @@ func (s *Syncer) runSandbox(ctx context.Context, pod *v1.Pod, config *runtimeapi
 	}
 	logr.FromContextOrDiscard(ctx).V(4).Info("Ran pod sandbox", "sandboxID", id, "attempt", config.GetMetadata().GetAttempt())
 	return id, nil
-}
-
-// stopAll stops what status shows may run of pod uid (containers with
-// grace seconds each, in parallel, then every sandbox), then checks with
-// the runtime that nothing runs. A cancelled ctx escalates.
-func (s *Syncer) stopAll(ctx context.Context, uid types.UID, status *PodStatus, grace int64) error {
-	if err := ctx.Err(); err != nil {
-		return s.escalate(ctx, uid, status, err)
-	}
-	err := s.stopOnce(ctx, uid, status, grace)
-	if err == nil || ctx.Err() == nil {
-		return err
-	}
-	return s.escalate(ctx, uid, status, err)
-}
-
-// escalate is what a cancelled stop does: it kills (zero timeout) what
-// still runs of pod uid, on a context detached from ctx and bounded by
-// KillTimeout, and returns cause (which wraps ctx's error) with the
-// outcome. With ctx not cancelled it returns cause as is.
-func (s *Syncer) escalate(ctx context.Context, uid types.UID, status *PodStatus, cause error) error {
-	if ctx.Err() == nil {
-		return cause
-	}
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.KillTimeout)
-	defer cancel()
-	var err error
-	if status == nil || status.UID != uid {
-		status, err = s.PodStatus(kctx, uid, time.Time{})
-	}
-	if err == nil {
-		err = s.stopOnce(kctx, uid, status, 0)
-	}
-	if err != nil {
-		return fmt.Errorf("cri: stopping pod %s was cancelled (%w), and killing it failed: %w", uid, ctx.Err(), err)
-	}
-	logr.FromContextOrDiscard(ctx).V(2).Info("Stopping the pod was cancelled; killed it without grace")
-	return fmt.Errorf("cri: stopping pod %s was cancelled; its containers were killed without grace: %w", uid, ctx.Err())
-}
-
-// stopOnce is one pass of stopAll, without escalation.
-func (s *Syncer) stopOnce(ctx context.Context, uid types.UID, status *PodStatus, grace int64) error {
-	errs := make([]error, len(status.containers()))
-	var wg sync.WaitGroup
-	for i, c := range status.containers() {
-		if !mayRun(c.GetState()) {
-			continue
-		}
-		wg.Go(func() {
-			err := s.containers.StopContainer(ctx, c.GetId(), grace)
-			if err != nil && !isNotFound(err) {
-				errs[i] = fmt.Errorf("cri: stopping container %q (%s) of pod %s with timeout %ds: %w",
-					c.GetMetadata().GetName(), c.GetId(), uid, grace, err)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	for _, sb := range status.Sandboxes {
-		if err := s.sandboxes.StopPodSandbox(ctx, sb.GetId()); err != nil && !isNotFound(err) {
-			return fmt.Errorf("cri: stopping sandbox %s of pod %s: %w", sb.GetId(), uid, err)
-		}
-	}
-	return s.checkStopped(ctx, uid)
-}
-
-// checkStopped asks the runtime whether any container of pod uid runs or
-// any of its sandboxes is ready, and says which when one does.
-func (s *Syncer) checkStopped(ctx context.Context, uid types.UID) error {
-	running, err := s.containers.ListContainers(ctx, &runtimeapi.ContainerFilter{
-		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-		LabelSelector: containerFilter(uid).LabelSelector,
-	})
-	if err != nil {
-		return fmt.Errorf("cri: listing the running containers of pod %s: %w", uid, err)
-	}
-	ready, err := s.sandboxes.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
-		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
-		LabelSelector: sandboxFilter(uid).LabelSelector,
-	})
-	if err != nil {
-		return fmt.Errorf("cri: listing the ready sandboxes of pod %s: %w", uid, err)
-	}
-	if len(running) == 0 && len(ready) == 0 {
-		return nil
-	}
-	names := make([]string, 0, len(running))
-	for _, c := range running {
-		names = append(names, c.GetMetadata().GetName())
-	}
-	return fmt.Errorf("cri: pod %s still runs: containers %q, %d ready sandbox(es)", uid, names, len(ready))
-}
-
-// removeAll removes every container, then every sandbox, of pod uid. It
-// refuses while anything of the pod runs: stopping is SyncTerminatingPod's
-// job, with the pod's grace period.
-func (s *Syncer) removeAll(ctx context.Context, uid types.UID) error {
-	if err := s.checkStopped(ctx, uid); err != nil {
-		return fmt.Errorf("cri: not removing pod %s: %w", uid, err)
-	}
-	containers, err := s.containers.ListContainers(ctx, containerFilter(uid))
-	if err != nil {
-		return fmt.Errorf("cri: listing the containers of pod %s: %w", uid, err)
-	}
-	for _, c := range containers {
-		if err := s.containers.RemoveContainer(ctx, c.GetId()); err != nil && !isNotFound(err) {
-			return fmt.Errorf("cri: removing container %q (%s) of pod %s: %w", c.GetMetadata().GetName(), c.GetId(), uid, err)
-		}
-	}
-	sandboxes, err := s.sandboxes.ListPodSandbox(ctx, sandboxFilter(uid))
-	if err != nil {
-		return fmt.Errorf("cri: listing the sandboxes of pod %s: %w", uid, err)
-	}
-	for _, sb := range sandboxes {
-		if err := s.sandboxes.RemovePodSandbox(ctx, sb.GetId()); err != nil && !isNotFound(err) {
-			return fmt.Errorf("cri: removing sandbox %s of pod %s: %w", sb.GetId(), uid, err)
-		}
-	}
-	return nil
 }
 
 // podRef names a pod in messages: namespace/name (uid).
