@@ -188,7 +188,9 @@ func TestDemoRunsToItsSummary(t *testing.T) {
 	graceful, err := time.ParseDuration(got["default/graceful"].Termination)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, graceful, time.Second, "the graceful pod cleans up for a second after SIGTERM")
-	assert.Less(t, graceful, 5*time.Second, "and exits within its grace period")
+	// That it ended within its grace period is its exit code 0 above (at
+	// the end of the grace it would have been killed, 137); the duration
+	// also counts the cleanup after its exit, seconds on a loaded machine.
 
 	text := out.String()
 	requireStampsInOrder(t, text)
