@@ -229,8 +229,8 @@ type Runtime struct {
 	hostIPs []string
 	// volumeRoot is VolumeRoot's directory.
 	volumeRoot string
-	limits       *limiter
-	pidsLimit    int64
+	limits     *limiter
+	pidsLimit  int64
 	// network is the pod network; nil without Options.PodCIDR.
 	network *podnet.Network
 
