@@ -5,8 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -545,4 +550,58 @@ func defaultHostIPs() []string {
 		return out[:1]
 	}
 	return []string{"127.0.0.1"}
+}
+
+// ReleaseVolumes unmounts what the volume manager of an agent on
+// stateDir left mounted under its VolumeRoot (the memory file systems of
+// secret, projected and memory emptyDir volumes), deepest first, for a
+// harness that stops the pods' processes itself and then removes the
+// state directory (package clustertest does): an agent's volume manager
+// removes a pod's volumes only once the pod is gone, which a harness that
+// kills everything never tells it. The pods' processes must be stopped.
+// It returns the errors of the unmounts that failed.
+func ReleaseVolumes(stateDir string) error {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return fmt.Errorf("processruntime: %w", err)
+	}
+	root := filepath.Join(abs, "volumes") + string(filepath.Separator)
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("processruntime: reading the mount table: %w", err)
+	}
+	var points []string
+	for _, line := range strings.Split(string(info), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 4 && strings.HasPrefix(unescapeMountPath(fields[4]), root) {
+			points = append(points, unescapeMountPath(fields[4]))
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(points)))
+	var errs []error
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("processruntime: unmounting %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
