@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podkit/podkit/examples/internal/mountinfo"
 	"github.com/podkit/podkit/internal/podstatus"
 	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/lifecycle/containerhook"
@@ -566,15 +565,14 @@ func ReleaseVolumes(stateDir string) error {
 		return fmt.Errorf("processruntime: %w", err)
 	}
 	root := filepath.Join(abs, "volumes") + string(filepath.Separator)
-	info, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return fmt.Errorf("processruntime: reading the mount table: %w", err)
 	}
 	var points []string
-	for _, line := range strings.Split(string(info), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) > 4 && strings.HasPrefix(unescapeMountPath(fields[4]), root) {
-			points = append(points, unescapeMountPath(fields[4]))
+	for _, m := range mounts {
+		if strings.HasPrefix(m.MountPoint, root) {
+			points = append(points, m.MountPoint)
 		}
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(points)))
@@ -585,23 +583,4 @@ func ReleaseVolumes(stateDir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
