@@ -77,20 +77,20 @@ func (r *Runtime) ExecInContainer(ctx context.Context, containerID string, cmd [
 	if r.closed() {
 		return nil, 0, ErrClosed
 	}
-	rc, err := r.findRun(containerID)
+	rc, name, err := r.findRun(containerID)
 	if err != nil {
 		return nil, 0, fmt.Errorf("processruntime: exec: %w", err)
 	}
 	out := &cappedOutput{}
-	code, err := r.execIn(ctx, rc, cmd, Streams{Stdout: out, Stderr: out})
+	code, err := r.execIn(ctx, rc, name, cmd, Streams{Stdout: out, Stderr: out})
 	return out.bytes(), code, err
 }
 
 var _ probe.ExecRunner = (*Runtime)(nil)
 
-// findRun returns the running container whose current run is id, whether
-// its pod terminates or not.
-func (r *Runtime) findRun(id string) (runningContainer, error) {
+// findRun returns the running container whose current run is id, and its
+// name, whether its pod terminates or not.
+func (r *Runtime) findRun(id string) (runningContainer, string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.pods {
@@ -102,10 +102,10 @@ func (r *Runtime) findRun(id string) (runningContainer, error) {
 			if p.spec != nil {
 				rc.spec = findContainer(p.spec, name)
 			}
-			return rc, nil
+			return rc, name, nil
 		}
 	}
-	return runningContainer{}, fmt.Errorf("%w: no running container %q", ErrNotRunning, id)
+	return runningContainer{}, "", fmt.Errorf("%w: no running container %q", ErrNotRunning, id)
 }
 
 // cappedOutput keeps the first maxExecOutput bytes written to it, from
