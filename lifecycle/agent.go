@@ -52,6 +52,12 @@ type AgentOptions[T any] struct {
 	// Clock is the time of every part that does not set its own. Defaults
 	// to the real clock.
 	Clock clock.WithTicker
+	// Features, when set, make NewAgent build the per-pod features (probes,
+	// container hooks, the active deadline, environments, volumes) over
+	// the agent's window, RequestSync, Recorder, Clock and Logger, and add
+	// their loops, so that the runtime only uses them (Agent.Features).
+	// Defaults to none: Features returns nil.
+	Features *PodFeatureOptions
 }
 
 // Agent is a whole node agent's pod lifecycle, assembled once: the
@@ -73,6 +79,9 @@ type Agent[T any] struct {
 	shutdown *nodeshutdown.Manager
 	recorder event.Recorder
 	log      logr.Logger
+	// features are the per-pod features; nil without
+	// AgentOptions.Features.
+	features *PodFeatures
 
 	// mu guards the fields below.
 	mu sync.Mutex
@@ -153,7 +162,7 @@ func NewAgent[T any](syncer podworker.PodSyncer[T], opts AgentOptions[T]) (*Agen
 	if err != nil {
 		return nil, err
 	}
-	return &Agent[T]{
+	a := &Agent[T]{
 		workers:  workers,
 		store:    store,
 		config:   config,
@@ -162,7 +171,16 @@ func NewAgent[T any](syncer podworker.PodSyncer[T], opts AgentOptions[T]) (*Agen
 		recorder: recorder,
 		log:      opts.Logger,
 		names:    map[string]struct{}{},
-	}, nil
+	}
+	if opts.Features != nil {
+		if a.features, err = a.newPodFeatures(*opts.Features, workers, recorder, opts.Clock, opts.Logger); err != nil {
+			return nil, fmt.Errorf("lifecycle: NewAgent: %w", err)
+		}
+		if err := a.addFeatureLoops(a.features); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 // AddSource makes src one of the agent's config sources: Run runs it,

@@ -32,6 +32,7 @@
 // # Where each job lives
 //
 //	agent.go         Agent, AgentOptions, NewAgent, AddSource, Add, RequestSync, the accessors
+//	features.go      PodFeatureOptions, PodFeatures: the per-pod loops, built and run once
 //	agent_run.go     Agent.Run: start, supervise, stop in order
 //	runnable.go      Runnable, PodObserver, PodLoop: the agent's other loops, per-pod loops among them
 //	syncloop.go      SyncLoop, SyncLoopOptions, NewSyncLoop, SourcesReady
@@ -111,6 +112,24 @@
 //	probes, _ := probe.New(agent.Workers(), probe.Options{RequestSync: agent.RequestSync, Recorder: agent.Recorder()})
 //	agent.Add("probes", lifecycle.PodLoop{Runnable: probes,
 //		PodObserver: lifecycle.PodObserverFuncs{PodForgottenFunc: probes.RemovePod}})
+//
+// The agent does exactly that for podkit's own per-pod loops when
+// AgentOptions.Features is set: NewAgent builds the probe manager, the
+// container hook runner, the active deadline manager, the environment
+// builder and (with a VolumeRoot) the volume manager over the workers'
+// window, RequestSync, the Recorder, the Clock and the Logger, and adds
+// their loops ("probes", "active deadline", "container hooks",
+// "volumes"), forgetting a pod's probes and deadline when the workers
+// forget it. The agent supplies only what is its own — the runtime's
+// ExecRunner, the getter of secrets and config maps, the TokenRequester,
+// the volume root — and hands Agent.Features to its runtime, whose hooks
+// call their per-pod methods:
+//
+//	agent, _ := lifecycle.NewAgent(rt, lifecycle.AgentOptions[Status]{
+//		Features: &lifecycle.PodFeatureOptions{Exec: rt, Objects: objects, Tokens: tokens, VolumeRoot: dir},
+//		...
+//	})
+//	rt.UsePodFeatures(agent.Features()) // before agent.Run
 //
 // # Lifecycle of a pod through the SyncLoop
 //

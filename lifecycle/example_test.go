@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,8 @@ import (
 	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/lifecycle/admission"
 	"github.com/podkit/podkit/lifecycle/podconfig"
+	"github.com/podkit/podkit/lifecycle/podenv"
+	"github.com/podkit/podkit/lifecycle/probe"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 	"github.com/podkit/podkit/podworker/podworkertest"
@@ -80,4 +83,38 @@ func ExampleAgent() {
 	// web: sync:create sync:sync kill(30) terminated
 	// batch: true
 	// Run: <nil>
+}
+
+// The per-pod features, built once by the assembly: the agent gives how
+// to run a command in a container, how to read secrets and config maps,
+// and where volumes go; the runtime's hooks use what Features returns, and
+// Run runs and stops their loops with the rest.
+func ExampleAgent_Features() {
+	exec := probe.ExecRunnerFunc(func(context.Context, string, []string, time.Duration) ([]byte, int, error) {
+		return nil, 0, nil
+	})
+	objects := podenv.ObjectsFuncs{ConfigMap: func(_ context.Context, namespace, name string) (*v1.ConfigMap, error) {
+		return &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Data: map[string]string{"level": "debug"}}, nil
+	}}
+	agent, err := lifecycle.NewAgent[struct{}](podworkertest.NewFakeSyncer[struct{}](), lifecycle.AgentOptions[struct{}]{
+		Features: &lifecycle.PodFeatureOptions{Exec: exec, Objects: objects},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	f := agent.Features()
+	fmt.Println("probes, hooks, deadline, env:", f.Probes != nil, f.Hooks != nil, f.Deadline != nil, f.Env != nil)
+	fmt.Println("volumes (no VolumeRoot):", f.Volumes != nil)
+
+	pod := podworkertest.NewPod("web-uid", "default", "web")
+	pod.Spec.Containers = []v1.Container{{Name: "app", Env: []v1.EnvVar{{Name: "LEVEL", ValueFrom: &v1.EnvVarSource{
+		ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "app"}, Key: "level"},
+	}}}}}
+	env, err := f.Env.Build(context.Background(), pod, &pod.Spec.Containers[0], podenv.Inputs{})
+	fmt.Println(env, err)
+	// Output:
+	// probes, hooks, deadline, env: true true true true
+	// volumes (no VolumeRoot): false
+	// [{LEVEL debug}] <nil>
 }

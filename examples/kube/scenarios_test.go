@@ -24,6 +24,7 @@ func TestCluster(t *testing.T) {
 		{"Sessions", testSessions},
 		{"Metrics", testMetrics},
 		{"FinalStatusBurst", testClusterFinalStatusBurst},
+		{"Features", testFeatureManifests},
 	}
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {

@@ -21,6 +21,8 @@ import (
 	"github.com/podkit/podkit/lifecycle/event"
 	"github.com/podkit/podkit/lifecycle/nodeshutdown"
 	"github.com/podkit/podkit/lifecycle/podconfig"
+	"github.com/podkit/podkit/lifecycle/podenv"
+	"github.com/podkit/podkit/lifecycle/volume"
 	"github.com/podkit/podkit/podmanager"
 	"github.com/podkit/podkit/podworker"
 )
@@ -28,9 +30,12 @@ import (
 // options are the agent's settings, from the command line.
 type options struct {
 	manifests string
-	stateDir  string
-	nodeName  string
-	listen    string
+	// objects is the directory of the secrets and config maps the pods
+	// reference (objects.go); "" for objects/ beside the manifests.
+	objects  string
+	stateDir string
+	nodeName string
+	listen   string
 	// listenNonLoopback allows --listen on an address other than loopback.
 	listenNonLoopback bool
 	untilIdle         bool
@@ -53,6 +58,19 @@ type options struct {
 	// wrapSource, when set (by tests), is applied to each config source
 	// before the agent runs it.
 	wrapSource func(podconfig.Source) podconfig.Source
+}
+
+// objectsDir is the directory the pods' secrets and config maps are read
+// from: --objects, else objects/ beside --manifests (for the demo, one in
+// the state directory, which holds none).
+func (o options) objectsDir() string {
+	switch {
+	case o.objects != "":
+		return o.objects
+	case o.manifests != "":
+		return filepath.Join(filepath.Dir(filepath.Clean(o.manifests)), "objects")
+	}
+	return filepath.Join(o.stateDir, "demo-objects")
 }
 
 // demo reports whether the agent plays the embedded demo (no --manifests).
@@ -165,6 +183,7 @@ func (a *agent) build() error {
 	if err != nil {
 		return err
 	}
+	allocatable := func() v1.ResourceList { return nodeAllocatable }
 	a.lc, err = lifecycle.NewAgent(a.rt, lifecycle.AgentOptions[processruntime.PodStatus]{
 		Workers: podworker.Options[processruntime.PodStatus]{Status: a.rt, BackOff: time.Second},
 		SyncLoop: lifecycle.SyncLoopOptions{
@@ -176,10 +195,23 @@ func (a *agent) build() error {
 		},
 		Recorder: event.RecorderFunc(a.onEvent),
 		Logger:   a.log,
+		// Probes, hooks, the active deadline, environments and volumes,
+		// wired once by the assembly: the agent gives the runtime (exec
+		// probes and hooks), its files of secrets and config maps, and
+		// where volumes go (inside the runtime's state directory, hidden
+		// from pods). No API server: no service-account tokens.
+		Features: &lifecycle.PodFeatureOptions{
+			Exec:       a.rt,
+			Objects:    newFileObjects(opts.objectsDir()),
+			VolumeRoot: a.rt.VolumeRoot(),
+			Env:        podenv.Options{NodeAllocatable: allocatable},
+			Volumes:    volume.Options{MapIDs: a.rt.MapIDs, NodeAllocatable: allocatable},
+		},
 	})
 	if err != nil {
 		return err
 	}
+	a.rt.UsePodFeatures(a.lc.Features())
 	a.workers, a.store = a.lc.Workers(), a.lc.Store()
 	a.events.requestSync = a.lc.RequestSync
 	manifests, err := podconfig.NewManifestSource(a.manifestDir, podconfig.ManifestOptions{

@@ -107,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	opts := options{demoTimeout: 45 * time.Second}
 	fs.StringVar(&opts.manifests, "manifests", "", "run the static pod manifests of this `directory` (watched) instead of the demo")
+	fs.StringVar(&opts.objects, "objects", "", "read the secrets and config maps the pods reference (their env and volumes) from the YAML or JSON files of this `directory` (kind Secret or ConfigMap, namespace default unless set; re-read when a file changes). Default: objects/ beside --manifests")
 	fs.StringVar(&opts.stateDir, "state-dir", "", "`directory` for process records, logs and pod scratch space; a later run adopts or kills what an earlier one left, and does not run again the pods that finished (their logs are kept while the pod is in config). Default: "+filepath.Join(os.TempDir(), "podkit-nodeagent")+" with --manifests; for the demo, a new temporary directory removed at exit, so every demo starts clean")
 	fs.StringVar(&opts.nodeName, "node-name", "podkit-node", "the node's `name` (a DNS subdomain; static pods are named after it)")
 	fs.StringVar(&opts.listen, "listen", "", "serve /pods, /pods/{uid}, /pods/{uid}/logs/{container} and /healthz over HTTP on this `address` (e.g. 127.0.0.1:8080); it has no authentication, so a loopback address is required unless --listen-non-loopback is given")

@@ -388,7 +388,10 @@ func (s *build) secret(name string, optional bool) (sec *v1.Secret, skip bool, e
 		get = s.b.objects.GetSecret
 	}
 	if sec, err = apiobject.Secret(s.ctx, get, s.pod.Namespace, name); err != nil {
-		return nil, false, s.readError(err, optional && get != nil, func() { s.secrets[name] = nil })
+		if err := s.readError(err, optional && get != nil, func() { s.secrets[name] = nil }); err != nil {
+			return nil, false, err
+		}
+		return nil, true, nil // optional, and missing: it defines nothing
 	}
 	s.secrets[name] = sec
 	return sec, false, nil
@@ -404,7 +407,10 @@ func (s *build) configMap(name string, optional bool) (cm *v1.ConfigMap, skip bo
 		get = s.b.objects.GetConfigMap
 	}
 	if cm, err = apiobject.ConfigMap(s.ctx, get, s.pod.Namespace, name); err != nil {
-		return nil, false, s.readError(err, optional && get != nil, func() { s.configMaps[name] = nil })
+		if err := s.readError(err, optional && get != nil, func() { s.configMaps[name] = nil }); err != nil {
+			return nil, false, err
+		}
+		return nil, true, nil // optional, and missing: it defines nothing
 	}
 	s.configMaps[name] = cm
 	return cm, false, nil

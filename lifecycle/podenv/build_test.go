@@ -210,6 +210,23 @@ func TestBuildOptionalReferences(t *testing.T) {
 	require.Equal(t, []podenv.EnvVar{{"E", "$(A)$(B)"}}, env, "an optional missing reference defines nothing; binaryData is not read")
 }
 
+// An optional key reference to an object that is missing, read for the
+// first time (no envFrom read it before), defines nothing: it neither
+// fails nor panics.
+func TestBuildOptionalKeyOfAMissingObjectReadFirst(t *testing.T) {
+	b, err := podenv.New(objects(), podenv.Options{})
+	require.NoError(t, err)
+	optional := ptr.To(true)
+	pod := testPod(v1.Container{Env: []v1.EnvVar{
+		{Name: "A", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}, Key: "k", Optional: optional}}},
+		{Name: "C", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}, Key: "k", Optional: optional}}},
+		{Name: "E", Value: "set"},
+	}})
+	env, err := build(t, b, pod, podenv.Inputs{})
+	require.NoError(t, err)
+	require.Equal(t, []podenv.EnvVar{{"E", "set"}}, env)
+}
+
 // requireConfigError checks that err is a ConfigError of container main
 // with the message msg.
 func requireConfigError(t *testing.T, err error, msg string) *podenv.ConfigError {

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/podkit/podkit/examples/kube/apisource"
@@ -21,11 +22,14 @@ import (
 	"github.com/podkit/podkit/examples/kube/mirrorpods"
 	"github.com/podkit/podkit/examples/kube/nodemetrics"
 	"github.com/podkit/podkit/examples/kube/nodestatus"
+	"github.com/podkit/podkit/examples/kube/objectcache"
 	"github.com/podkit/podkit/examples/kube/statuswriter"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/lifecycle/admission"
 	"github.com/podkit/podkit/lifecycle/podconfig"
+	"github.com/podkit/podkit/lifecycle/podenv"
+	"github.com/podkit/podkit/lifecycle/volume"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
@@ -186,6 +190,21 @@ func (a *Agent) build() error {
 	if err != nil {
 		return err
 	}
+	// The pods' secrets and config maps, one watch per object referenced
+	// (the Node authorizer's rule); a change syncs the pods that reference
+	// it. The lifecycle is built below, hence the pointer.
+	var lcRef atomic.Pointer[lifecycle.Agent[processruntime.PodStatus]]
+	objects, err := objectcache.New(cfg.Client, objectcache.Options{
+		RequestSync: func(uid types.UID) {
+			if lc := lcRef.Load(); lc != nil {
+				lc.RequestSync(uid)
+			}
+		},
+		Logger: log.WithName("objectcache"),
+	})
+	if err != nil {
+		return err
+	}
 	syncer := statuswriter.WrapSyncer(nodemetrics.WrapSyncer(a.rt, metrics, podRuns(a.rt)), writer, a.derive)
 	a.lc, err = lifecycle.NewAgent(syncer, lifecycle.AgentOptions[processruntime.PodStatus]{
 		Workers: podworker.Options[processruntime.PodStatus]{Metrics: metrics.Provider(), Status: a.rt, ResyncInterval: cfg.ResyncInterval},
@@ -200,10 +219,23 @@ func (a *Agent) build() error {
 		},
 		Recorder: a.recorder,
 		Logger:   log,
+		// Probes, hooks, the active deadline, environments and volumes,
+		// wired once by the assembly over the runtime (exec probes and
+		// hooks), the object cache and the API server's TokenRequest.
+		Features: &lifecycle.PodFeatureOptions{
+			Exec:       a.rt,
+			Objects:    objects,
+			Tokens:     objectcache.NewTokenRequester(cfg.Client),
+			VolumeRoot: volumeRoot(a.rt),
+			Env:        podenv.Options{NodeAllocatable: a.allocatable},
+			Volumes:    volume.Options{MapIDs: a.rt.MapIDs, NodeAllocatable: a.allocatable},
+		},
 	})
 	if err != nil {
 		return err
 	}
+	lcRef.Store(a.lc)
+	a.rt.UsePodFeatures(a.lc.Features())
 	runtimeEvs.lc.Store(a.lc)
 	if err := observe(metrics, a.lc.Workers(), a.lc.Store(), a.rt); err != nil {
 		return err
@@ -214,6 +246,11 @@ func (a *Agent) build() error {
 	}
 	adds := []error{
 		a.lc.AddSource(apiSource),
+		// A pod's objects are watched from its hand-over to the workers
+		// until the workers forget it.
+		a.lc.Add("object cache", lifecycle.PodLoop{Runnable: objects, PodObserver: lifecycle.PodObserverFuncs{
+			PodUpdatedFunc: objects.RegisterPod, PodForgottenFunc: objects.UnregisterPod,
+		}}),
 		a.lc.Add("event recorder", a.recorder),
 		a.lc.Add("status writer", lifecycle.RunnableFunc(func(ctx context.Context) error { return writer.Run(ctx, a.lc.Workers()) })),
 	}
@@ -236,6 +273,17 @@ func (a *Agent) build() error {
 		adds = append(adds, a.lc.Add("kubelet API", api))
 	}
 	return errors.Join(adds...)
+}
+
+// volumeRoot is where the volume manager keeps the pods' volumes: the
+// runtime's VolumeRoot where pods run in sandboxes, which mount them; ""
+// (no volume manager) otherwise, where a mountPath is just a host path and
+// the runtime says so (processruntime.ReasonVolumesNotMounted).
+func volumeRoot(rt *processruntime.Runtime) string {
+	if !rt.Containment().Sandbox {
+		return ""
+	}
+	return rt.VolumeRoot()
 }
 
 // derive is the status the API server should show for pod, from what the

@@ -132,3 +132,14 @@ func (a *Agent) admitResources(ctx context.Context, attrs *admission.Attributes)
 	}
 	return handlers.Admit(ctx, attrs)
 }
+
+// allocatable is the registered Node's allocatable resources (NodeObject's
+// when it has none): what a container's resourceFieldRef reads for a limit
+// it leaves unset, as on a kubelet. Called from the hooks' goroutines.
+func (a *Agent) allocatable() v1.ResourceList {
+	node := a.nodeObject()
+	if len(node.Status.Allocatable) == 0 {
+		return NodeObject(node.Name).Status.Allocatable
+	}
+	return node.Status.Allocatable
+}

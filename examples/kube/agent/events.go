@@ -54,7 +54,7 @@ func (noPods) GetPodByUID(types.UID) (*v1.Pod, bool) { return nil, false }
 //	ContainerStarted                 Normal  Created  "Container created"
 //	                                 Normal  Started  "Container started"
 //	ContainerExited (start failure)  Warning Failed   "Error: <the runtime's error>"
-//	ContainerKilling                 Normal  Killing  "Stopping container <name>"
+//	ContainerKilling                 Normal  Killing  "Stopping container <name>" (or the runtime's why)
 //	ContainerBackOff                 Warning BackOff  "Back-off restarting failed container <name> in pod <name>_<namespace>(<uid>)"
 //	ContainerFailed                  Warning Failed   "Error: <why it cannot be created>"
 //	PodWarning                       Warning <its reason> <its message>, on the pod or its container
@@ -83,7 +83,11 @@ func recordRuntimeEvent(rec event.Recorder, pods podLookup, ev processruntime.Ev
 			rec.Eventf(ref, v1.EventTypeWarning, events.ReasonFailed, "%s", events.FailedMessage(exit.Message))
 		}
 	case processruntime.ContainerKilling:
-		rec.Eventf(ref, v1.EventTypeNormal, events.ReasonKilling, "%s", events.KillingMessage(ev.Container))
+		msg := ev.Message // why SyncPod kills it (a failed probe or hook)
+		if msg == "" {
+			msg = events.KillingMessage(ev.Container)
+		}
+		rec.Eventf(ref, v1.EventTypeNormal, events.ReasonKilling, "%s", msg)
 	case processruntime.ContainerBackOff:
 		rec.Eventf(ref, v1.EventTypeWarning, events.ReasonBackOff, "%s", events.BackOffMessage(pod, ev.Container))
 	case processruntime.ContainerFailed:

@@ -16,7 +16,8 @@ const graceTimeout = time.Second
 // StopPodProcesses stops every process of the pods the process runtime
 // knows in each state directory: SIGTERM to their process groups, one
 // second of grace, then SIGKILL until none is left; then it removes the
-// pods' cgroups (processruntime.RemoveCgroups). The agents using the
+// pods' cgroups (processruntime.RemoveCgroups) and unmounts their memory
+// volumes (processruntime.ReleaseVolumes). The agents using the
 // directories must be stopped first (a running agent would start them
 // again). Close does it for the cluster's nodes; call it for an agent the
 // harness does not run (a podkit-agent process given NodeConfig), since
@@ -49,6 +50,10 @@ func StopPodProcesses(stateDirs ...string) error {
 	// with the processes gone, nothing of the pods is left on the machine.
 	for _, dir := range stateDirs {
 		if err := processruntime.RemoveCgroups(dir); err != nil {
+			errs = append(errs, fmt.Errorf("clustertest: %w", err))
+		}
+		// The memory volumes of the pods (secrets, tokens) go too.
+		if err := processruntime.ReleaseVolumes(dir); err != nil {
 			errs = append(errs, fmt.Errorf("clustertest: %w", err))
 		}
 	}

@@ -92,12 +92,19 @@ var _ admission.Handler = (*Runtime)(nil)
 //     false, a seccomp profile, procMount, sysctls
 //     (ReasonSandboxUnavailable).
 //
+// With the per-pod features (UsePodFeatures), every kind of env and
+// envFrom is built, and a pod is refused for probes that cannot run, for
+// volumes the volume manager does not prepare (volume.ReasonUnsupportedVolume),
+// and for network probes and httpGet hooks of a pod the agent cannot
+// reach (a sandbox with no pod network); without them, for probes,
+// lifecycle hooks and activeDeadlineSeconds, which nothing would honour.
+//
 // runAsNonRoot is not checked here: a container that would run as root
 // waits in CreateContainerConfigError, as on a kubelet (its image's user
 // may change). SyncPod checks the same; an agent calls it (or lists Admit)
 // in admission. Safe for concurrent use.
 func (r *Runtime) ValidatePod(pod *v1.Pod) error {
-	if err := ValidatePod(pod); err != nil {
+	if err := validatePod(pod, r.podFeatures() != nil); err != nil {
 		return err
 	}
 	refuse := func(reason, format string, args ...any) error {
@@ -141,7 +148,7 @@ func (r *Runtime) ValidatePod(pod *v1.Pod) error {
 			return refuse(ReasonSandboxUnavailable, "asks for %s, which needs the runtime's sandbox; this node runs pods without one (%s)", strings.Join(need, ", "), r.noSandboxReason)
 		}
 	}
-	return nil
+	return r.validateFeatures(pod, refuse)
 }
 
 func ptrs(v []int64) []*int64 {

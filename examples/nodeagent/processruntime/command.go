@@ -70,6 +70,7 @@ type launch struct {
 // launchOf resolves what container spec of pod runs, or why it waits.
 // spec's command and args are taken as they are (already expanded).
 func (r *Runtime) launchOf(pod *v1.Pod, spec *v1.Container) (launch, *reasonMessage) {
+	spec = r.withBuiltEnv(pod, spec)
 	cfg, known := r.imageConfig(spec.Image)
 	var l launch
 	l.env, l.path, l.dir = r.processEnv(pod, spec, cfg, known)
@@ -128,6 +129,7 @@ func (r *Runtime) processEnv(pod *v1.Pod, spec *v1.Container, cfg ImageConfig, k
 
 // containerProcessEnv is processEnv with spec's image looked up.
 func (r *Runtime) containerProcessEnv(pod *v1.Pod, spec *v1.Container) (env []string, path, dir string) {
+	spec = r.withBuiltEnv(pod, spec)
 	cfg, known := r.imageConfig(spec.Image)
 	return r.processEnv(pod, spec, cfg, known)
 }

@@ -1,6 +1,7 @@
 package processruntime
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"syscall"
@@ -13,7 +14,7 @@ import (
 // program stands in for the image's), an exit with ReasonStartError, or,
 // when the container's configuration cannot be applied (runAsNonRoot, a
 // command that cannot be resolved), why it waits.
-func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
+func (r *Runtime) start(ctx context.Context, p *podState, pod *v1.Pod, c *container) {
 	spec := findContainer(pod, c.rec.Name)
 	now := r.clock.Now()
 	var l launch
@@ -21,6 +22,9 @@ func (r *Runtime) start(p *podState, pod *v1.Pod, c *container) {
 		waiting := r.ephemeralWaiting(pod, c)
 		if waiting == nil {
 			_, _, _, waiting = r.identity(pod, spec, effectiveSecurity(pod, spec))
+		}
+		if waiting == nil {
+			waiting = r.containerEnv(ctx, p, pod, spec, c)
 		}
 		if waiting == nil {
 			l, waiting = r.launchOf(pod, spec)

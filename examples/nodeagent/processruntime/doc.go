@@ -201,6 +201,56 @@
 //   - With hostPID, end the pod's processes by killing the init (the
 //     cgroup or the environment scan does).
 //
+// # Per-pod features
+//
+// With the per-pod features of an agent's assembly (lifecycle.Agent built
+// with AgentOptions.Features, the Runtime as their ExecRunner, handed over
+// with UsePodFeatures before the agent runs), the hooks do what a
+// kubelet's do at the same points:
+//
+//   - SyncPod first checks activeDeadlineSeconds (past it: terminal, the pod
+//     ends Failed with reason DeadlineExceeded) and sets the pod's volumes
+//     up (lifecycle/volume: configMap, secret, downwardAPI, emptyDir,
+//     projected with service-account tokens), at every sync; a volume that
+//     cannot be set up starts nothing and the engine retries. The sandbox
+//     binds each volume's directory (its mountPath, subPath, readOnly as
+//     above), so updates of the sources show in running containers.
+//   - It kills, with their preStop hook and the probe's grace period, the
+//     running containers whose liveness or startup probe failed (a
+//     ContainerKilling event whose Message is the kubelet's "Container c
+//     failed liveness probe, will be restarted"), and starts them again
+//     by their restart policy.
+//   - Each container's environment is built at each start (lifecycle/podenv:
+//     env and envFrom of every kind, with the pod's IPs and Options.HostIPs),
+//     and its command and args expanded against it; a missing secret,
+//     config map or key makes it wait in CreateContainerConfigError (a
+//     ContainerFailed event) until a later sync finds it.
+//   - After a container starts, its postStart hook runs; one that fails
+//     kills it (Killing "FailedPostStartHook") and its exit carries the
+//     hook's reason and message.
+//   - After the starts, the probe manager is given the pod's status, and
+//     each running container's ContainerStatus.Started and Ready are what
+//     its probes say (Ready false while the pod terminates); APIStatus
+//     turns them into the Ready and ContainersReady conditions.
+//   - SyncTerminatingPod runs each container's preStop hook within the grace
+//     period and stops the container with what is left of it (at least
+//     2 seconds); SyncTerminatedPod forgets the pod's probes and deadline
+//     and removes its volumes when the engine says they may go.
+//
+// Exec probes and hooks run through ExecInContainer, as an Exec does (in
+// the container's view, identity and environment). Network probes and
+// httpGet hooks connect to the pod's IP, or 127.0.0.1 for a pod in the
+// host's network. Where it differs from a kubelet: a pod with network
+// probes or httpGet hooks is refused when its sandbox has a loopback only
+// (no Options.PodCIDR: nothing could reach it); a container is reported
+// running while its postStart hook runs; DeadlineExceeded is not recorded
+// in the state directory (a restarted agent decides it again from the
+// pod's start time); the environment of an exec into a container adopted
+// from an earlier run is its spec's literal values (the built one died
+// with that run). Without the features, a pod asking for probes, lifecycle
+// hooks or activeDeadlineSeconds is refused (ValidatePod), never run with
+// them ignored.
+//
 // # Stdin and terminals
 //
 // A container with stdin: true gets a pipe as its stdin, whose write end

@@ -23,7 +23,11 @@ const (
 	// ContainerKilling: termination is about to signal a running
 	// container's process (SIGTERM, or SIGKILL at once when the hook's
 	// context has ended). Sent by SyncTerminatingPod and
-	// SyncTerminatingRuntimePod, once per running container and call.
+	// SyncTerminatingRuntimePod, once per running container and call; and
+	// by SyncPod when it kills one container of a pod that goes on (its
+	// liveness or startup probe failed, its postStart hook failed), with
+	// the kubelet's Killing message as Message ("Container web failed
+	// liveness probe, will be restarted", "FailedPostStartHook").
 	ContainerKilling
 	// ContainerBackOff: SyncPod did not restart an exited container
 	// because it waits out its restart backoff; the container's
@@ -86,7 +90,8 @@ type Event struct {
 	// Status is the pod's status just after the change (the caller's).
 	Status PodStatus
 	// Reason and Message, for ContainerFailed and PodWarning, say what
-	// happened (Message never holds a secret: env values are not in it).
+	// happened (Message never holds a secret: env values are not in it);
+	// Message, for a ContainerKilling of SyncPod, why.
 	Reason, Message string
 }
 

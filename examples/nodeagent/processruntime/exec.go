@@ -52,10 +52,16 @@ func (r *Runtime) Exec(ctx context.Context, uid types.UID, container string, cmd
 	if err != nil {
 		return 0, fmt.Errorf("processruntime: exec: %w", err)
 	}
+	return r.execIn(ctx, rc, container, cmd, s)
+}
+
+// execIn is Exec in the running container rc, named container.
+func (r *Runtime) execIn(ctx context.Context, rc runningContainer, container string, cmd []string, s Streams) (int, error) {
 	if rc.spec == nil {
 		return 0, fmt.Errorf("processruntime: exec: pod %s/%s has not been synced since the agent started; its container's spec is not known yet", rc.p.namespace, rc.p.name)
 	}
 	var code int
+	var err error
 	if rc.proc.sb != nil {
 		code, err = r.execSandboxed(ctx, rc, cmd, s)
 	} else {

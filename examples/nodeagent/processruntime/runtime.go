@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/podnet"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/sandbox"
+	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -152,9 +154,15 @@ type Options struct {
 	// sharing a machine need one each (and disjoint PodCIDRs).
 	BridgeName string
 	// Volumes provides the content of the volumes the runtime does not make
-	// itself. Defaults to none: such volumes are mounted empty and
+	// itself. Defaults to the volume manager of the per-pod features
+	// (UsePodFeatures), else none: such volumes are mounted empty and
 	// read-only, and the pod gets a VolumeNotProvided warning.
 	Volumes VolumeSource
+	// HostIPs are the node's addresses, the primary first, as containers'
+	// status.hostIP and status.hostIPs read them (and status.podIP of a
+	// pod in the host's network). Defaults to the first global unicast
+	// address of the node's interfaces (IPv4 first), else 127.0.0.1.
+	HostIPs []string
 	// OnEvent, when set, is called after each container start and exit and
 	// when a pod has stopped, like the kubelet's PLEG: an agent uses
 	// ContainerExited to sync the pod again soon. It is called from the
@@ -215,8 +223,14 @@ type Runtime struct {
 	imageUsers   ImageUsers
 	imageConfigs ImageConfigs
 	volumeSource VolumeSource
-	limits       *limiter
-	pidsLimit    int64
+	// features are the per-pod features (UsePodFeatures); nil without.
+	features atomic.Pointer[lifecycle.PodFeatures]
+	// hostIPs are Options.HostIPs, or their default.
+	hostIPs []string
+	// volumeRoot is VolumeRoot's directory.
+	volumeRoot string
+	limits     *limiter
+	pidsLimit  int64
 	// network is the pod network; nil without Options.PodCIDR.
 	network *podnet.Network
 
@@ -279,6 +293,10 @@ type podState struct {
 	// warned holds the reasons of the warnings sent for the pod, each
 	// sent once.
 	warned map[string]bool
+	// deadlineExceeded: the pod was active longer than its
+	// activeDeadlineSeconds (the per-pod features' deadline said so); it
+	// ends Failed, DeadlineExceeded.
+	deadlineExceeded bool
 }
 
 // container is one container of a pod: its persisted record and, while it
@@ -294,6 +312,10 @@ type container struct {
 	// waiting, when set, is why the container could not be created
 	// (CreateContainerConfigError): it is tried again at each SyncPod.
 	waiting *reasonMessage
+	// built is the environment and the expanded command and args of the
+	// container's current start, as the per-pod features built them (nil
+	// without: the spec's are used as they are).
+	built *builtContainer
 }
 
 // proc is one running container process.
@@ -411,6 +433,10 @@ func Open(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("processruntime: state directory %q: %w", opts.StateDir, err)
 	}
 	r.podsDir = filepath.Join(abs, "pods")
+	r.volumeRoot = filepath.Join(abs, "volumes")
+	if r.hostIPs = append([]string(nil), opts.HostIPs...); len(r.hostIPs) == 0 {
+		r.hostIPs = defaultHostIPs()
+	}
 	r.id = runtimeID(abs)
 	if err := os.MkdirAll(r.podsDir, 0o700); err != nil {
 		return nil, fmt.Errorf("processruntime: creating the state directory: %w", err)

@@ -182,7 +182,7 @@ func (r *Runtime) stopInOrder(ctx context.Context, p *podState, procs []*proc, g
 		if i > 0 {
 			g = max(deadline.Sub(r.clock.Now()), minSidecarGrace)
 		}
-		if err := r.stop(ctx, stage, g); err != nil {
+		if err := r.stopWithPreStop(ctx, p, stage, g); err != nil {
 			return err
 		}
 	}

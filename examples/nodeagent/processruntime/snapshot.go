@@ -27,7 +27,8 @@ func (r *Runtime) NothingRunning(status PodStatus) bool { return !status.Running
 
 // snapshotLocked builds the pod's PodStatus.
 func (r *Runtime) snapshotLocked(p *podState) PodStatus {
-	s := PodStatus{UID: p.uid, Namespace: p.namespace, Name: p.name, StartedAt: p.startedAt, Stopped: p.stopped, Time: r.clock.Now(), finalize: p.finalize}
+	s := PodStatus{UID: p.uid, Namespace: p.namespace, Name: p.name, StartedAt: p.startedAt, Stopped: p.stopped, Time: r.clock.Now(), finalize: p.finalize, DeadlineExceeded: p.deadlineExceeded}
+	f := r.podFeatures()
 	if p.sb != nil {
 		s.PodIPs = append([]string(nil), p.sb.rec.IPs...)
 	}
@@ -40,6 +41,9 @@ func (r *Runtime) snapshotLocked(p *podState) PodStatus {
 		switch {
 		case c.proc != nil:
 			cs.State, cs.PID, cs.StartedAt, cs.ID = ContainerStateRunning, c.proc.pid, c.proc.startedAt, c.proc.id
+			if !c.rec.Ephemeral {
+				r.probedLocked(f, p, &cs)
+			}
 		case c.rec.Exit != nil:
 			cs.State, cs.ID = ContainerStateExited, c.rec.Exit.ID
 			if w := r.restartWaitLocked(c, now); w > 0 {

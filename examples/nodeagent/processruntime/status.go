@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podkit/podkit/internal/podstatus"
+	"github.com/podkit/podkit/lifecycle/deadline"
 	"github.com/podkit/podkit/mirror"
 )
 
@@ -96,6 +97,12 @@ type ContainerStatus struct {
 	// WaitReason and WaitMessage, when set, say why the container cannot
 	// be created and waits (ReasonCreateContainerConfigError).
 	WaitReason, WaitMessage string
+	// Started and Ready, when set, are what the per-pod features' probes
+	// say of the running container (UsePodFeatures): started once its
+	// startup probe passed, ready while its readiness probe passes (never
+	// while the pod terminates). Nil: a running container is started and
+	// ready.
+	Started, Ready *bool
 }
 
 // PodStatus is a snapshot of one pod as the runtime sees it: the T of the
@@ -122,6 +129,10 @@ type PodStatus struct {
 	// from its sandbox's start to its cleanup; none for a pod in the host's
 	// network, or without a pod network.
 	PodIPs []string
+	// DeadlineExceeded: the pod was active longer than its
+	// activeDeadlineSeconds (the per-pod features' deadline); APIStatus
+	// reports it Failed with reason DeadlineExceeded.
+	DeadlineExceeded bool
 
 	// finalize is the PodStatusFunc of the kill that stopped the pod.
 	finalize func(*v1.PodStatus)
@@ -163,8 +174,9 @@ func (s PodStatus) Container(name string) (ContainerStatus, bool) {
 // pod.Status is read only to keep the transition times of conditions that
 // did not change. The result is the caller's.
 //
-// A regular container or a sidecar is ready while it runs (the runtime
-// has no probes); a regular init container is ready once it exited 0, as
+// A regular container or a sidecar is ready while it runs, unless its
+// probes say otherwise (ContainerStatus.Ready, with the per-pod
+// features); a regular init container is ready once it exited 0, as
 // the kubelet reports it. An exited container that waits out its restart
 // backoff is waiting, with reason CrashLoopBackOff, the kubelet's message
 // naming the backoff, and the exit as its last termination; one that
@@ -172,7 +184,8 @@ func (s PodStatus) Container(name string) (ContainerStatus, bool) {
 // one whose start failed waits in RunContainerError with the start's
 // error. A stopped pod is always given a
 // terminal phase; the kubelet leaves static pods out of that rule (a TODO
-// upstream, kubernetes#116484), which podkit does not. The kill's
+// upstream, kubernetes#116484), which podkit does not. A pod past its
+// activeDeadlineSeconds is Failed, reason DeadlineExceeded. The kill's
 // PodStatusFunc, if any, is applied last.
 func APIStatus(pod *v1.Pod, s PodStatus) v1.PodStatus {
 	hasInit := len(pod.Spec.InitContainers) > 0
@@ -197,6 +210,9 @@ func APIStatus(pod *v1.Pod, s PodStatus) v1.PodStatus {
 		markUnknownTerminated(out.InitContainerStatuses, out.ContainerStatuses)
 	}
 	out.Phase = podstatus.Phase(&pod.Spec, out.InitContainerStatuses, out.ContainerStatuses, s.Stopped)
+	if s.DeadlineExceeded {
+		deadline.MarkFailed(&out)
+	}
 	now := s.Time
 	if now.IsZero() {
 		now = time.Now()
@@ -240,8 +256,10 @@ func apiContainerStatuses(pod *v1.Pod, specs []v1.Container, have []ContainerSta
 			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waitReason}}
 		case c.State == ContainerStateRunning:
 			st.State = v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}}
-			st.Ready = !init || podstatus.IsSidecar(&spec) // a regular init container is ready once it completed
-			st.Started = new(true)
+			// A regular init container is ready once it completed; a
+			// probed container when its probes say.
+			st.Ready = (!init || podstatus.IsSidecar(&spec)) && (c.Ready == nil || *c.Ready)
+			st.Started = new(c.Started == nil || *c.Started)
 		case !stopped && c.BackOff > 0 && restartsAfter(pod, &spec, init, c.Exit.Code):
 			// Exited, and its restart waits out a backoff: waiting, with
 			// the exit as the last termination, as the kubelet shows a

@@ -61,6 +61,11 @@ func (r *Runtime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v
 	if err != nil || terminal {
 		return terminal, err
 	}
+	if terminal, err := r.beforeStarts(ctx, p, pod); err != nil || terminal {
+		return terminal, err
+	}
+	defer r.reportProbes(p, pod)
+	r.killUnhealthy(ctx, p, pod)
 	startedNow := map[*container]bool{}
 	for {
 		r.mu.Lock()
@@ -112,7 +117,8 @@ func (r *Runtime) SyncPod(ctx context.Context, _ podworker.UpdateType, pod, _ *v
 				return false, err
 			}
 			startedNow[c] = true
-			r.start(p, pod, c)
+			r.start(ctx, p, pod, c)
+			r.postStart(ctx, p, pod, c)
 		}
 	}
 }

@@ -17,7 +17,9 @@ import (
 // SyncTerminatingPod stops every process of the pod: SIGTERM to each
 // container's process group, up to gracePeriod seconds for them to exit,
 // then SIGKILL to what remains (sidecars after the other containers, one
-// after another in reverse order: see sidecars.go); then it waits for the log shims to have
+// after another in reverse order: see sidecars.go; a container with a
+// preStop hook runs it first, within its grace period, with the per-pod
+// features); then it waits for the log shims to have
 // written everything and ended (a shim still running KillTimeout later,
 // held open by a process outside the pod, is killed). When ctx ends first (the engine cancels it
 // when the grace period shortens, or at shutdown) it sends SIGKILL at once.
@@ -45,6 +47,7 @@ func (r *Runtime) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ PodStat
 	killing := r.killingEventsLocked(p)
 	r.mu.Unlock()
 	r.emit(killing...)
+	r.reportProbes(p, pod)
 
 	if err := r.stopInOrder(ctx, p, procs, time.Duration(max(gracePeriod, 1))*time.Second); err != nil {
 		return fmt.Errorf("processruntime: stopping pod %s: %w", podName(pod), err)

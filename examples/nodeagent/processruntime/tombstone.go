@@ -26,13 +26,19 @@ import (
 // It is idempotent. It fails, changing nothing, while any process of the
 // pod still runs (SyncTerminatingPod must succeed first), and when the
 // tombstone cannot be recorded (it is retried). status is not used.
-func (r *Runtime) SyncTerminatedPod(_ context.Context, pod *v1.Pod, _ PodStatus) error {
+func (r *Runtime) SyncTerminatedPod(_ context.Context, pod *v1.Pod, _ PodStatus) (err error) {
 	if r.closed() {
 		return ErrClosed
 	}
 	if err := validUID(pod.UID); err != nil {
 		return fmt.Errorf("processruntime: %w", err)
 	}
+	// After the unlock below: the features ask the engine's window.
+	defer func() {
+		if err == nil {
+			r.terminatedFeatures(pod.UID)
+		}
+	}()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.pods[pod.UID]

@@ -23,7 +23,11 @@ var ErrUnsupported = errors.New("processruntime: unsupported pod")
 // checked here: one that cannot be resolved (no command, and an image the
 // runtime has no configuration for) waits in CreateContainerConfigError,
 // as on a kubelet, rather than failing its pod.
-func ValidatePod(pod *v1.Pod) error {
+func ValidatePod(pod *v1.Pod) error { return validatePod(pod, false) }
+
+// validatePod is ValidatePod; envBuilt leaves env and envFrom to the
+// per-pod features' environment builder, which builds every kind.
+func validatePod(pod *v1.Pod, envBuilt bool) error {
 	if pod == nil {
 		return fmt.Errorf("%w: nil pod", ErrUnsupported)
 	}
@@ -45,11 +49,11 @@ func ValidatePod(pod *v1.Pod) error {
 			return fmt.Errorf("two containers are named %q", c.Name)
 		}
 		seen[c.Name] = true
-		if len(c.EnvFrom) > 0 {
+		if len(c.EnvFrom) > 0 && !envBuilt {
 			return fmt.Errorf("container %q uses envFrom, which the process runtime does not support", c.Name)
 		}
 		for _, e := range c.Env {
-			if e.ValueFrom == nil {
+			if e.ValueFrom == nil || envBuilt {
 				continue
 			}
 			if e.ValueFrom.FieldRef == nil {

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/sandbox"
+	"github.com/podkit/podkit/lifecycle/volume"
 )
 
 // VolumeSource provides the content of the volumes the runtime does not
@@ -83,10 +84,22 @@ func (r *Runtime) sandboxConfig(p *podState, pod *v1.Pod, hostID uint32, stage s
 	cfg.Binds = []sandbox.Bind{{Source: scratch, Target: ScratchPath}}
 	var warnings []reasonMessage
 	sources := map[string]string{}
+	var managed *volume.Manager
+	if f := r.podFeatures(); f != nil && r.volumeSource == nil {
+		managed = f.Volumes
+	}
 	for i := range spec.Volumes {
 		v := &spec.Volumes[i]
 		sv := sandbox.Volume{Name: v.Name}
 		switch {
+		case managed != nil && v.HostPath == nil:
+			// Its content is the volume manager's, set up by SyncPod
+			// before the sandbox starts; updates show through the bind.
+			path, err := managed.HostPath(pod.UID, v.Name)
+			if err != nil {
+				return nil, nil, fmt.Errorf("volume %q: %w", v.Name, err)
+			}
+			sv.Source = path
 		case v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumMemory:
 			sv.Memory, sv.Mode, sv.GID = true, 0o777, uint32(fsGroup)
 			if hostID == 0 {
