@@ -24,6 +24,8 @@ func TestCluster(t *testing.T) {
 		{"Sessions", testSessions},
 		{"Metrics", testMetrics},
 		{"FinalStatusBurst", testClusterFinalStatusBurst},
+		{"Images", testImages},
+		{"SidecarJob", testSidecarJob},
 	}
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
