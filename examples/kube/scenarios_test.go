@@ -25,6 +25,8 @@ func TestCluster(t *testing.T) {
 		{"Metrics", testMetrics},
 		{"FinalStatusBurst", testClusterFinalStatusBurst},
 		{"Features", testFeatureManifests},
+		{"Images", testImages},
+		{"SidecarJob", testSidecarJob},
 	}
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {

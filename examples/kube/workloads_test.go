@@ -1,12 +1,10 @@
 package kube_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,7 +12,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 )
 
@@ -152,21 +149,7 @@ func testJob(t *testing.T, h *harness) {
 	_, err := admin.BatchV1().Jobs(ns).Create(testContextFor(t, clusterTimeout), job, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	var last *batchv1.Job
-	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, clusterTimeout, true, func(ctx context.Context) (bool, error) {
-		j, err := admin.BatchV1().Jobs(ns).Get(ctx, "batch", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = j
-		for _, c := range j.Status.Conditions {
-			if c.Type == batchv1.JobComplete && c.Status == v1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	require.NoError(t, err, "waiting for the Job to complete; last status: %+v", last)
+	last := waitJobComplete(t, admin, ns, "batch")
 	assert.Equal(t, int32(4), last.Status.Succeeded)
 	assert.Zero(t, last.Status.Failed)
 
