@@ -7,11 +7,14 @@ replace github.com/podkit/podkit => ../..
 require (
 	github.com/go-logr/logr v1.4.4
 	github.com/podkit/podkit v0.0.0-00010101000000-000000000000
+	github.com/prometheus/client_model v0.6.3
+	github.com/prometheus/common v0.72.0
 	github.com/stretchr/testify v1.12.1
 	github.com/virtual-kubelet/virtual-kubelet v1.14.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
+	k8s.io/kubelet v0.37.1
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab
 )
 
