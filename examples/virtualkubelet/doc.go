@@ -43,13 +43,19 @@
 //     GetMetricsResource: /stats/summary, /metrics/resource, kubectl top
 //     through metrics-server) carry the backend's figures (BackendMetrics),
 //     under the kubelet's names, for the pods GetPods lists.
+//   - exec, attach and port-forward (kubectl exec, attach, cp,
+//     port-forward) go through virtual-kubelet's own handlers (node/api,
+//     which speak the kubelet's streaming protocols) to the backend
+//     (BackendStreams), for pods that run; logs through BackendLogs. The
+//     provider is a whole nodeutil.Provider.
 //
 // # Usage
 //
 // A provider author:
 //
 //  1. Implements Backend (Create, Stop, Remove, Status), and optionally
-//     BackendLister and BackendUpdater, over the remote API. Calls are keyed
+//     BackendLister, BackendUpdater, BackendMetrics, BackendStreams and
+//     BackendLogs, over the remote API. Calls are keyed
 //     by UID and may block; they must honour ctx.
 //  2. Creates the provider with New, passing the pod lister virtual-kubelet
 //     hands providers (nodeutil.ProviderConfig.Pods) as Options.Pods.

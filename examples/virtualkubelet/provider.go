@@ -111,6 +111,7 @@ type Provider struct {
 	lister  BackendLister  // nil when the backend cannot list
 	updater BackendUpdater // nil when the backend cannot update
 	metrics BackendMetrics // nil when the backend reports no usage
+	streams BackendStreams // nil when the backend cannot exec, attach or forward
 	api     corev1listers.PodLister
 	opts    Options
 	agent   *lifecycle.Agent[*RemotePod]
@@ -187,6 +188,7 @@ func New(backend Backend, opts Options) (*Provider, error) {
 	p.lister, _ = backend.(BackendLister)
 	p.updater, _ = backend.(BackendUpdater)
 	p.metrics, _ = backend.(BackendMetrics)
+	p.streams, _ = backend.(BackendStreams)
 	p.changed = make(chan struct{}, 1)
 	a, err := lifecycle.NewAgent[*RemotePod](&syncer{p: p}, lifecycle.AgentOptions[*RemotePod]{
 		Workers: podworker.Options[*RemotePod]{
