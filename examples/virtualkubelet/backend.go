@@ -151,3 +151,34 @@ func (p *RemotePod) Running() bool {
 func (p *RemotePod) Exited() bool {
 	return p != nil && len(p.Containers) > 0 && !p.Running()
 }
+
+// BackendMetrics is an optional interface of a Backend. With it, the
+// provider serves the kubelet's stats summary (GetStatsSummary, hence
+// /stats/summary) and resource metrics (GetMetricsResource, hence
+// /metrics/resource) with the backend's figures; without it both list the
+// node and its running pods with no usage figures.
+type BackendMetrics interface {
+	// Usage returns the resource usage of the pods the backend runs,
+	// measured now. A pod it has no figures for is left out.
+	Usage(ctx context.Context) ([]PodUsage, error)
+}
+
+// PodUsage is the resource usage of one backend pod.
+type PodUsage struct {
+	UID types.UID
+	// Time is when the figures were taken.
+	Time       time.Time
+	Containers []ContainerUsage
+}
+
+// ContainerUsage is the resource usage of one container of a PodUsage.
+type ContainerUsage struct {
+	Name string
+	// CPU is the CPU time the container used since it started (all cores).
+	CPU time.Duration
+	// NanoCores is its current CPU use, in billionths of a core.
+	NanoCores uint64
+	// MemoryWorkingSet is its memory working set, in bytes (what the
+	// kubelet reports and evicts on: usage minus inactive file pages).
+	MemoryWorkingSet uint64
+}

@@ -39,13 +39,23 @@
 //     virtual-kubelet takes to hand them over again.
 //   - Statuses are pushed with NotifyPods; a final status is re-sent until
 //     the API server shows it.
+//   - The stats summary and resource metrics (GetStatsSummary,
+//     GetMetricsResource: /stats/summary, /metrics/resource, kubectl top
+//     through metrics-server) carry the backend's figures (BackendMetrics),
+//     under the kubelet's names, for the pods GetPods lists.
+//   - exec, attach and port-forward (kubectl exec, attach, cp,
+//     port-forward) go through virtual-kubelet's own handlers (node/api,
+//     which speak the kubelet's streaming protocols) to the backend
+//     (BackendStreams), for pods that run; logs through BackendLogs. The
+//     provider is a whole nodeutil.Provider.
 //
 // # Usage
 //
 // A provider author:
 //
 //  1. Implements Backend (Create, Stop, Remove, Status), and optionally
-//     BackendLister and BackendUpdater, over the remote API. Calls are keyed
+//     BackendLister, BackendUpdater, BackendMetrics, BackendStreams and
+//     BackendLogs, over the remote API. Calls are keyed
 //     by UID and may block; they must honour ctx.
 //  2. Creates the provider with New, passing the pod lister virtual-kubelet
 //     hands providers (nodeutil.ProviderConfig.Pods) as Options.Pods.
@@ -65,10 +75,22 @@
 //     is gone, since the controller would write that status onto a
 //     same-named successor.
 //   - It decides between CreatePod and UpdatePod by comparing the API pod
-//     with GetPod's answer by name. GetPod therefore hides pods whose
-//     deletion was requested, or a successor with an identical spec would
-//     never be created; and a CreatePod for a known UID is an update (the
-//     engine would read a repeated create as a restart request).
+//     with GetPod's answer by name. GetPod therefore never answers a name
+//     with a pod whose successor holds it in the API server (Options.Pods,
+//     which must be the lister of the informer the PodController uses, so
+//     that both see the successor at once; without it, GetPod hides pods
+//     whose deletion was requested), or a successor with an identical spec
+//     would never be created; and a CreatePod for a known UID is an update
+//     (the engine would read a repeated create as a restart request).
+//   - For a provider that is not a PodNotifier it polls GetPodStatus, and
+//     turns a NotFound for a pod it knows into a Failed status. GetPod and
+//     GetPodStatus answer for a pod until the engine forgets it (which is
+//     after its final status was written), so a Succeeded pod is never
+//     overwritten so.
+//   - It serves GetPods as /runningpods, and reconciles with it at start
+//     (deleting in the provider what the API server does not have). GetPods
+//     lists what runs, as the engine's window decides: a pod whose
+//     containers have all stopped, or that is terminated, is not listed.
 //   - DeletePod gets the API pod while it exists (deletion timestamp set);
 //     once the API object is gone it gets GetPod's copy, without one. The
 //     provider reads "no deletion timestamp" as "the grace period is over".

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -26,6 +25,9 @@ import (
 // Options configure a Provider. The zero value is valid: every field says
 // what it defaults to.
 type Options struct {
+	// NodeName is the name of the virtual node, reported in the stats
+	// summary (GetStatsSummary). Defaults to none.
+	NodeName string
 	// Pods is the provider's view of the API server's pods: the lister
 	// virtual-kubelet hands to providers (nodeutil.ProviderConfig.Pods).
 	// With it the provider knows when a pod's API object is gone (so its
@@ -108,6 +110,8 @@ type Provider struct {
 	backend Backend
 	lister  BackendLister  // nil when the backend cannot list
 	updater BackendUpdater // nil when the backend cannot update
+	metrics BackendMetrics // nil when the backend reports no usage
+	streams BackendStreams // nil when the backend cannot exec, attach or forward
 	api     corev1listers.PodLister
 	opts    Options
 	agent   *lifecycle.Agent[*RemotePod]
@@ -132,6 +136,8 @@ type Provider struct {
 	queue workqueue.TypedRateLimitingInterface[types.UID]
 	// started is set by Run, stopped once it returned.
 	started, stopped bool
+	// startedAt is when Run started (the node's start time in stats).
+	startedAt time.Time
 }
 
 // entry is what the provider keeps for one pod UID.
@@ -181,6 +187,8 @@ func New(backend Backend, opts Options) (*Provider, error) {
 	}
 	p.lister, _ = backend.(BackendLister)
 	p.updater, _ = backend.(BackendUpdater)
+	p.metrics, _ = backend.(BackendMetrics)
+	p.streams, _ = backend.(BackendStreams)
 	p.changed = make(chan struct{}, 1)
 	a, err := lifecycle.NewAgent[*RemotePod](&syncer{p: p}, lifecycle.AgentOptions[*RemotePod]{
 		Workers: podworker.Options[*RemotePod]{
@@ -241,6 +249,7 @@ func (p *Provider) Run(ctx context.Context) error {
 		return errors.New("virtualkubelet: Run called twice")
 	}
 	p.started = true
+	p.startedAt = p.opts.Clock.Now()
 	p.mu.Unlock()
 	err := p.agent.Run(ctx)
 	p.mu.Lock()
@@ -389,103 +398,6 @@ func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) error {
 	}
 	p.changedLocked()
 	return nil
-}
-
-// GetPod returns the pod that holds namespace/name, with its newest
-// status, from the provider's records (no backend call). A pod whose
-// deletion was requested is not returned: virtual-kubelet compares what
-// GetPod returns with a pod of the same name to decide between CreatePod
-// and UpdatePod, and a same-named successor must be created. The error
-// for a missing pod satisfies errdefs.IsNotFound. The pod is the caller's.
-func (p *Provider) GetPod(_ context.Context, namespace, name string) (*v1.Pod, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	e := p.entries[p.names[nameKey(namespace, name)]]
-	if e == nil || e.deleting {
-		return nil, errdefs.NotFoundf("virtualkubelet: pod %s/%s is not running here", namespace, name)
-	}
-	return e.snapshot(), nil
-}
-
-// snapshot returns a copy of the pod with its newest status.
-func (e *entry) snapshot() *v1.Pod {
-	pod := e.pod.DeepCopy()
-	if e.status != nil {
-		pod.Status = *e.status.DeepCopy()
-	}
-	return pod
-}
-
-// GetPodStatus returns the current status of the pod that holds
-// namespace/name: read from the backend while its containers may run,
-// the recorded final status after that. It is NotFound (errdefs) for a pod
-// the provider does not run or whose deletion was requested, and fails
-// when the backend does.
-func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*v1.PodStatus, error) {
-	p.mu.Lock()
-	uid := p.names[nameKey(namespace, name)]
-	e := p.entries[uid]
-	if e == nil || e.deleting {
-		p.mu.Unlock()
-		return nil, errdefs.NotFoundf("virtualkubelet: pod %s/%s is not running here", namespace, name)
-	}
-	pod := e.snapshot()
-	p.mu.Unlock()
-	if !p.workers.CouldHaveRunningContainers(uid) {
-		return &pod.Status, nil
-	}
-	rp, err := p.backend.Status(ctx, uid)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		rp = nil
-	case err != nil:
-		return nil, fmt.Errorf("virtualkubelet: reading the status of pod %s/%s: %w", namespace, name, err)
-	}
-	st := podStatus(pod, rp)
-	return &st, nil
-}
-
-// GetPods returns every pod the provider has not forgotten — running,
-// stopping, or finished while its API object remains — with its newest
-// status, and, when the backend can list, the backend's pods that the
-// provider does not know (with only UID, namespace, name and status), so
-// that virtual-kubelet's start-up reconciliation deletes those the API
-// server does not have. The pods are the caller's, ordered by namespace
-// and name.
-func (p *Provider) GetPods(ctx context.Context) ([]*v1.Pod, error) {
-	var remote []RemotePod
-	if p.lister != nil {
-		var err error
-		if remote, err = p.lister.List(ctx); err != nil {
-			return nil, fmt.Errorf("virtualkubelet: listing the backend's pods: %w", err)
-		}
-	}
-	p.mu.Lock()
-	out := make([]*v1.Pod, 0, len(p.entries)+len(remote))
-	for _, e := range p.entries {
-		out = append(out, e.snapshot())
-	}
-	for i := range remote {
-		rp := &remote[i]
-		if p.entries[rp.UID] != nil {
-			continue
-		}
-		pod := &v1.Pod{}
-		pod.UID, pod.Namespace, pod.Name = rp.UID, rp.Namespace, rp.Name
-		for _, c := range rp.Containers {
-			pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c.Name, Image: c.Image})
-		}
-		pod.Status = podStatus(pod, rp)
-		out = append(out, pod)
-	}
-	p.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if a, b := podKey(out[i]), podKey(out[j]); a != b {
-			return a < b
-		}
-		return out[i].UID < out[j].UID
-	})
-	return out, nil
 }
 
 // apiHas reports whether the API server (as the lister sees it) still has

@@ -61,18 +61,28 @@ type direct struct {
 
 func newDirect(t *testing.T, withLister bool) *direct {
 	t.Helper()
+	return newDirectOf(t, simcloud.Options{}, vk.Options{}, withLister)
+}
+
+// newDirectWith is newDirect with a lister, the given cloud and provider
+// options (the fast intervals apply where opts leaves them zero).
+func newDirectWith(t *testing.T, cloudOpts simcloud.Options, opts vk.Options) *direct {
+	t.Helper()
+	return newDirectOf(t, cloudOpts, opts, true)
+}
+
+func newDirectOf(t *testing.T, cloudOpts simcloud.Options, opts vk.Options, withLister bool) *direct {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cloud, err := simcloud.New(simcloud.Options{})
+	cloud, err := simcloud.New(cloudOpts)
 	require.NoError(t, err)
 	d := &direct{t: t, ctx: ctx, cloud: cloud}
-	opts := vk.Options{
-		ResyncInterval:       20 * time.Millisecond,
-		HousekeepingInterval: 20 * time.Millisecond,
-		BackOff:              5 * time.Millisecond,
-		MaxBackOff:           50 * time.Millisecond,
-		NotifyRetry:          5 * time.Millisecond,
-		NotifyRetryMax:       20 * time.Millisecond,
-	}
+	setDefault(&opts.ResyncInterval, 20*time.Millisecond)
+	setDefault(&opts.HousekeepingInterval, 20*time.Millisecond)
+	setDefault(&opts.BackOff, 5*time.Millisecond)
+	setDefault(&opts.MaxBackOff, 50*time.Millisecond)
+	setDefault(&opts.NotifyRetry, 5*time.Millisecond)
+	setDefault(&opts.NotifyRetryMax, 20*time.Millisecond)
 	if withLister {
 		d.index = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 		opts.Pods = corev1listers.NewPodLister(d.index)

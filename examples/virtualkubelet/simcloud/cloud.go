@@ -32,6 +32,14 @@ const (
 	OpRemove Op = "remove"
 	OpStatus Op = "status"
 	OpList   Op = "list"
+	// OpExec, OpAttach, OpPortForward and OpLogs open a session (the
+	// call's latency and failures apply to the opening only); OpUsage
+	// reads every pod's resource usage.
+	OpExec        Op = "exec"
+	OpAttach      Op = "attach"
+	OpPortForward Op = "portforward"
+	OpLogs        Op = "logs"
+	OpUsage       Op = "usage"
 )
 
 // Call is one recorded call of the cloud's API.
@@ -92,6 +100,55 @@ type injectKey struct {
 type cloudPod struct {
 	remote  vk.RemotePod
 	restart v1.RestartPolicy
+	// spec holds the containers as created (ports, stdin, env,
+	// resources); nil for an injected pod.
+	spec []v1.Container
+	// out holds each container's output, by name.
+	out map[string]*output
+	// usage holds figures set with SetUsage, by container name.
+	usage map[string]Usage
+}
+
+// started records in the container's output that it (re)started.
+func (cp *cloudPod) started(at time.Time, rc *vk.RemoteContainer) {
+	cp.output(rc.Name).write(at, []byte(fmt.Sprintf("simcloud: container %s started (image %s)\n", rc.Name, rc.Image)))
+}
+
+// wake wakes everything waiting on the pod's outputs: the pod is gone.
+func (cp *cloudPod) wake() {
+	for _, o := range cp.out {
+		o.wake()
+	}
+}
+
+// output returns the named container's output, made on first use.
+func (cp *cloudPod) output(name string) *output {
+	o := cp.out[name]
+	if o == nil {
+		o = newOutput()
+		cp.out[name] = o
+	}
+	return o
+}
+
+// container returns the spec of the named container, or nil.
+func (cp *cloudPod) container(name string) *v1.Container {
+	for i := range cp.spec {
+		if cp.spec[i].Name == name {
+			return &cp.spec[i]
+		}
+	}
+	return nil
+}
+
+// remoteContainer returns the state of the named container, or nil.
+func (cp *cloudPod) remoteContainer(name string) *vk.RemoteContainer {
+	for i := range cp.remote.Containers {
+		if cp.remote.Containers[i].Name == name {
+			return &cp.remote.Containers[i]
+		}
+	}
+	return nil
 }
 
 var (
@@ -257,11 +314,14 @@ func (c *Cloud) Create(ctx context.Context, pod *v1.Pod) error {
 				CreatedAt: now,
 			},
 			restart: pod.Spec.RestartPolicy,
+			out:     map[string]*output{},
 		}
 		for _, ct := range pod.Spec.Containers {
+			cp.spec = append(cp.spec, *ct.DeepCopy())
 			cp.remote.Containers = append(cp.remote.Containers, vk.RemoteContainer{
 				Name: ct.Name, Image: ct.Image, State: vk.ContainerRunning, StartedAt: now,
 			})
+			cp.started(now, &cp.remote.Containers[len(cp.remote.Containers)-1])
 		}
 		c.pods[pod.UID] = cp
 		return nil
@@ -286,6 +346,7 @@ func (c *Cloud) Update(ctx context.Context, pod *v1.Pod) error {
 				if rc.Name == ct.Name && rc.Image != ct.Image {
 					rc.Image, rc.State, rc.StartedAt = ct.Image, vk.ContainerRunning, now
 					rc.RestartCount++
+					cp.started(now, rc)
 				}
 			}
 		}
@@ -305,6 +366,7 @@ func (c *Cloud) Stop(ctx context.Context, uid types.UID, grace time.Duration) er
 		for i := range cp.remote.Containers {
 			if rc := &cp.remote.Containers[i]; rc.State != vk.ContainerExited {
 				rc.State, rc.ExitCode, rc.FinishedAt = vk.ContainerExited, 0, now
+				cp.output(rc.Name).write(now, []byte(fmt.Sprintf("simcloud: container %s stopped (grace %v)\n", rc.Name, grace)))
 			}
 		}
 		return nil
@@ -323,6 +385,7 @@ func (c *Cloud) Remove(ctx context.Context, uid types.UID) error {
 			return fmt.Errorf("simcloud: pod %s still has running containers; stop it first", uid)
 		}
 		delete(c.pods, uid)
+		cp.wake()
 		return nil
 	})
 }
@@ -385,9 +448,11 @@ func (c *Cloud) Exit(uid types.UID, exitCode int32) error {
 		if rc.State != vk.ContainerRunning {
 			continue
 		}
+		cp.output(rc.Name).write(now, []byte(fmt.Sprintf("simcloud: container %s exited with code %d\n", rc.Name, exitCode)))
 		if restart {
 			rc.RestartCount++
 			rc.StartedAt = now
+			cp.started(now, rc)
 			continue
 		}
 		rc.State, rc.ExitCode, rc.FinishedAt = vk.ContainerExited, exitCode, now
@@ -400,10 +465,12 @@ func (c *Cloud) Exit(uid types.UID, exitCode int32) error {
 func (c *Cloud) Lose(uid types.UID) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.pods[uid]; !ok {
+	cp, ok := c.pods[uid]
+	if !ok {
 		return c.notFound(uid)
 	}
 	delete(c.pods, uid)
+	cp.wake()
 	return nil
 }
 
@@ -412,7 +479,7 @@ func (c *Cloud) Lose(uid types.UID) error {
 func (c *Cloud) Inject(pod vk.RemotePod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pods[pod.UID] = &cloudPod{remote: *pod.DeepCopy(), restart: v1.RestartPolicyAlways}
+	c.pods[pod.UID] = &cloudPod{remote: *pod.DeepCopy(), restart: v1.RestartPolicyAlways, out: map[string]*output{}}
 }
 
 // Pods returns every pod the cloud has, ordered by creation, without
