@@ -135,8 +135,25 @@ func (s *PodStatus) containerAPIStatus(c *v1.Container, waitReason string, final
 	if s != nil {
 		cur = s.latest(c.Name, "")
 	}
+	w, waiting := s.waitingOf(c.Name)
+	if waiting && cur != nil && (w.Attempt <= cur.GetMetadata().GetAttempt() || mayRun(cur.GetState())) {
+		waiting = false // an instance of that attempt exists, or one still runs
+	}
 	if cur == nil {
 		out.State.Waiting = &v1.ContainerStateWaiting{Reason: waitReason}
+		if waiting {
+			out.State.Waiting = &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+		}
+		return out
+	}
+	if waiting {
+		// The last instance exited and the next one could not be made:
+		// the kubelet shows why, with the exit as the last state.
+		out.RestartCount = int32(cur.GetMetadata().GetAttempt())
+		out.State.Waiting = &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+		out.LastTerminationState = s.stateOf(cur)
+		started := false
+		out.Started = &started
 		return out
 	}
 	out.ContainerID = s.runtimeName() + "://" + cur.GetId()
@@ -184,6 +201,16 @@ func (s *PodStatus) stateOf(c *ContainerStatus) v1.ContainerState {
 		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: ReasonContainerCreating}}
 	}
 	return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: ReasonContainerStatusUnknown, Message: c.GetMessage()}}
+}
+
+// waitingOf returns the Waiting state the syncer recorded for the
+// container named name.
+func (s *PodStatus) waitingOf(name string) (Waiting, bool) {
+	if s == nil {
+		return Waiting{}, false
+	}
+	w, ok := s.Waiting[name]
+	return w, ok
 }
 
 func (s *PodStatus) runtimeName() string {

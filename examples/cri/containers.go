@@ -14,12 +14,13 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podkit/podkit/internal/podstatus"
+	"github.com/podkit/podkit/lifecycle/podenv"
 	"github.com/podkit/podkit/podworker"
 )
 
 // syncContainers brings the containers of the ready sandbox sandboxID to
 // what pod asks: init containers in order, then the regular ones.
-func (s *Syncer) syncContainers(ctx context.Context, pod *v1.Pod, status *PodStatus, sandboxID string, sandboxConfig *runtimeapi.PodSandboxConfig) error {
+func (s *Syncer) syncContainers(ctx context.Context, pod *v1.Pod, status *PodStatus, sandboxID string, sandboxConfig *runtimeapi.PodSandboxConfig, podIPs []string) error {
 	initialized := false
 	for _, c := range pod.Spec.Containers {
 		if status.latest(c.Name, sandboxID) != nil {
@@ -37,16 +38,16 @@ func (s *Syncer) syncContainers(ctx context.Context, pod *v1.Pod, status *PodSta
 		var err error
 		switch {
 		case cur == nil:
-			err = s.startNew(ctx, pod, status, sandboxID, sandboxConfig, c)
+			err = s.startNew(ctx, pod, status, sandboxID, sandboxConfig, c, podIPs)
 		case cur.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING:
 		case cur.GetState() == runtimeapi.ContainerState_CONTAINER_CREATED:
-			err = s.start(ctx, pod, c, cur.GetId())
+			err = s.start(ctx, pod, c, cur.GetId(), cur.GetMetadata().GetAttempt(), podIPs)
 		case cur.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED && cur.GetExitCode() == 0 && !sidecar:
 			continue // done: on to the next one
 		default:
 			// Failed (or a sidecar exited). A RestartPolicy Never pod
 			// never gets here: its phase is Failed and SyncPod stopped.
-			err = s.restart(ctx, pod, status, sandboxID, sandboxConfig, c, cur)
+			err = s.restart(ctx, pod, status, sandboxID, sandboxConfig, c, cur, podIPs)
 		}
 		if err != nil || !sidecar {
 			// An init container is running, or was just (re)started, or
@@ -62,12 +63,12 @@ func (s *Syncer) syncContainers(ctx context.Context, pod *v1.Pod, status *PodSta
 		var err error
 		switch {
 		case cur == nil:
-			err = s.startNew(ctx, pod, status, sandboxID, sandboxConfig, c)
+			err = s.startNew(ctx, pod, status, sandboxID, sandboxConfig, c, podIPs)
 		case cur.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING:
 		case cur.GetState() == runtimeapi.ContainerState_CONTAINER_CREATED:
-			err = s.start(ctx, pod, c, cur.GetId())
+			err = s.start(ctx, pod, c, cur.GetId(), cur.GetMetadata().GetAttempt(), podIPs)
 		case shouldRestart(pod.Spec.RestartPolicy, cur):
-			err = s.restart(ctx, pod, status, sandboxID, sandboxConfig, c, cur)
+			err = s.restart(ctx, pod, status, sandboxID, sandboxConfig, c, cur, podIPs)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -90,12 +91,16 @@ func shouldRestart(policy v1.RestartPolicy, cur *ContainerStatus) bool {
 // restart replaces cur, an instance of c that is no longer running, with a
 // new one, unless c is in its restart back-off. Older dead instances of c
 // are removed first; cur is kept (its exit shows as the last state).
-func (s *Syncer) restart(ctx context.Context, pod *v1.Pod, status *PodStatus, sandboxID string, sandboxConfig *runtimeapi.PodSandboxConfig, c *v1.Container, cur *ContainerStatus) error {
+func (s *Syncer) restart(ctx context.Context, pod *v1.Pod, status *PodStatus, sandboxID string, sandboxConfig *runtimeapi.PodSandboxConfig, c *v1.Container, cur *ContainerStatus, podIPs []string) error {
 	var ranFor time.Duration
 	if cur.GetStartedAt() > 0 && cur.GetFinishedAt() > cur.GetStartedAt() {
 		ranFor = time.Duration(cur.GetFinishedAt() - cur.GetStartedAt())
 	}
 	if wait := s.backOff.next(pod.UID, c.Name, s.opts.Clock.Now(), ranFor); wait > 0 {
+		// As on a kubelet, the back-off's reason replaces the one the
+		// last attempt left (a failed postStart hook) at the next status.
+		s.wait(pod, status, c, ReasonCrashLoopBackOff, fmt.Sprintf("back-off %v restarting failed container=%s pod=%s_%s(%s)",
+			wait.Round(time.Second), c.Name, pod.Name, pod.Namespace, pod.UID))
 		return podworker.RetryAfter(fmt.Errorf("%w %q of pod %s (exit code %d); next restart in %v",
 			ErrBackOff, c.Name, podRef(pod), cur.GetExitCode(), wait.Round(time.Millisecond)), wait)
 	}
@@ -113,32 +118,41 @@ func (s *Syncer) restart(ctx context.Context, pod *v1.Pod, status *PodStatus, sa
 		}
 	}
 	logr.FromContextOrDiscard(ctx).V(2).Info("Restarting container", "container", c.Name, "exitCode", cur.GetExitCode())
-	return s.startNew(ctx, pod, status, sandboxID, sandboxConfig, c)
+	return s.startNew(ctx, pod, status, sandboxID, sandboxConfig, c, podIPs)
 }
 
-// startNew creates and starts a new instance of c in the sandbox.
-func (s *Syncer) startNew(ctx context.Context, pod *v1.Pod, status *PodStatus, sandboxID string, sandboxConfig *runtimeapi.PodSandboxConfig, c *v1.Container) error {
+// startNew creates and starts a new instance of c in the sandbox, whose
+// addresses are podIPs. A container whose configuration cannot be built
+// (its environment, its mounts) is left waiting (CreateContainerConfigError,
+// a Failed event) and the error says why.
+func (s *Syncer) startNew(ctx context.Context, pod *v1.Pod, status *PodStatus, sandboxID string, sandboxConfig *runtimeapi.PodSandboxConfig, c *v1.Container, podIPs []string) error {
 	if err := s.checkImage(ctx, pod, c); err != nil {
 		return err
 	}
-	config, err := s.containerConfig(pod, c, status.nextAttempt(c.Name))
+	attempt := status.nextAttempt(c.Name)
+	config, err := s.containerConfig(ctx, pod, c, attempt, podIPs)
 	if err != nil {
-		return err
+		if we := (*waitingError)(nil); errors.As(err, &we) {
+			s.wait(pod, status, c, we.reason, we.message)
+		}
+		return fmt.Errorf("cri: pod %s: %w", podRef(pod), err)
 	}
 	id, err := s.containers.CreateContainer(ctx, sandboxID, config, sandboxConfig)
 	if err != nil {
 		return fmt.Errorf("cri: creating container %q of pod %s from image %q: %w", c.Name, podRef(pod), c.Image, err)
 	}
-	return s.start(ctx, pod, c, id)
+	s.waiting.clear(pod.UID, c.Name)
+	return s.start(ctx, pod, c, id, attempt, podIPs)
 }
 
-// start starts created container id, an instance of c.
-func (s *Syncer) start(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) error {
+// start starts created container id, an instance (CRI attempt attempt)
+// of c, and runs its postStart hook.
+func (s *Syncer) start(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, attempt uint32, podIPs []string) error {
 	if err := s.containers.StartContainer(ctx, id); err != nil {
 		return fmt.Errorf("cri: starting container %q (%s) of pod %s: %w", c.Name, id, podRef(pod), err)
 	}
 	logr.FromContextOrDiscard(ctx).V(4).Info("Started container", "container", c.Name, "containerID", id)
-	return nil
+	return s.postStart(ctx, pod, c, id, attempt, podIPs)
 }
 
 // checkImage fails with ErrImageNotPresent when Options.Images says c's
@@ -215,16 +229,26 @@ func (s *Syncer) sandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSandb
 	return config
 }
 
-// containerConfig is the CRI configuration of instance attempt of c.
-func (s *Syncer) containerConfig(pod *v1.Pod, c *v1.Container, attempt uint32) (*runtimeapi.ContainerConfig, error) {
-	if len(c.EnvFrom) > 0 {
-		return nil, fmt.Errorf("%w: container %q of pod %s uses envFrom", ErrUnsupported, c.Name, podRef(pod))
+// containerConfig is the CRI configuration of instance attempt of c, in
+// a sandbox whose addresses are podIPs: its environment as the kubelet
+// builds it (Options.Env), its command and args with $(VAR) expanded, and
+// its volume mounts as CRI Mounts. An error that is the container's to
+// wait out (a missing secret key, a volume not ready) is a waitingError.
+func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt uint32, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+	env, err := s.opts.Env.Build(ctx, pod, c, podenv.Inputs{PodIPs: podIPs, HostIPs: s.opts.NodeIPs})
+	if err != nil {
+		return nil, asWaiting(c.Name, err)
 	}
-	envs := make([]*runtimeapi.KeyValue, 0, len(c.Env))
-	for _, e := range c.Env {
-		if e.ValueFrom != nil {
-			return nil, fmt.Errorf("%w: environment variable %q of container %q of pod %s uses valueFrom", ErrUnsupported, e.Name, c.Name, podRef(pod))
-		}
+	command, args, err := s.opts.Env.ExpandCommandAndArgs(c, env)
+	if err != nil {
+		return nil, asWaiting(c.Name, err)
+	}
+	mounts, err := s.mounts(pod, c, env)
+	if err != nil {
+		return nil, err
+	}
+	envs := make([]*runtimeapi.KeyValue, 0, len(env))
+	for _, e := range env {
 		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
 	}
 	labels := podLabels(pod.Name, pod.Namespace, pod.UID, nil)
@@ -232,10 +256,11 @@ func (s *Syncer) containerConfig(pod *v1.Pod, c *v1.Container, attempt uint32) (
 	config := &runtimeapi.ContainerConfig{
 		Metadata:   &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: attempt},
 		Image:      &runtimeapi.ImageSpec{Image: c.Image},
-		Command:    c.Command,
-		Args:       c.Args,
+		Command:    command,
+		Args:       args,
 		WorkingDir: c.WorkingDir,
 		Envs:       envs,
+		Mounts:     mounts,
 		Labels:     labels,
 		Stdin:      c.Stdin,
 		StdinOnce:  c.StdinOnce,

@@ -30,6 +30,31 @@ type fakeRuntime struct {
 	entered    chan string
 	// keepRunning makes StopContainer succeed without stopping anything.
 	keepRunning bool
+	// configs are the configs CreateContainer was given, by container name.
+	configs map[string][]*runtimeapi.ContainerConfig
+}
+
+func (f *fakeRuntime) CreateContainer(ctx context.Context, sandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	id, err := f.FakeRuntimeService.CreateContainer(ctx, sandboxID, config, sandboxConfig)
+	if err == nil {
+		f.mu.Lock()
+		if f.configs == nil {
+			f.configs = map[string][]*runtimeapi.ContainerConfig{}
+		}
+		name := config.GetMetadata().GetName()
+		f.configs[name] = append(f.configs[name], config)
+		f.mu.Unlock()
+	}
+	return id, err
+}
+
+// lastConfig is the config of the last instance of container name created.
+func (f *fakeRuntime) lastConfig(t *testing.T, name string) *runtimeapi.ContainerConfig {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.NotEmpty(t, f.configs[name], "no container %q created", name)
+	return f.configs[name][len(f.configs[name])-1]
 }
 
 type stopCall struct {

@@ -42,6 +42,11 @@ type PodStatus struct {
 	// HostIPs are the node's addresses (Options.NodeIPs): the API status's
 	// HostIPs, and the PodIPs of a host-network pod.
 	HostIPs []string
+	// Waiting holds, by container name, why the syncer could not create or
+	// start the container's next instance (the syncer's memory, not the
+	// runtime's): the API status shows it while no instance of that
+	// attempt exists.
+	Waiting map[string]Waiting
 }
 
 // ContainerStatus is one container of a pod as the runtime reports it,
@@ -159,7 +164,7 @@ func (s *PodStatus) nextAttempt(name string) uint32 {
 // removed while it runs is left out; any other runtime error is returned
 // (the engine then retries the hook with backoff).
 func (s *Syncer) PodStatus(ctx context.Context, uid types.UID, newerThan time.Time) (*PodStatus, error) {
-	st := &PodStatus{UID: uid, Timestamp: s.opts.Clock.Now(), RuntimeName: s.opts.RuntimeName, HostIPs: s.opts.NodeIPs}
+	st := &PodStatus{UID: uid, Timestamp: s.opts.Clock.Now(), RuntimeName: s.opts.RuntimeName, HostIPs: s.opts.NodeIPs, Waiting: s.waiting.of(uid)}
 	sandboxes, err := s.sandboxes.ListPodSandbox(ctx, sandboxFilter(uid))
 	if err != nil {
 		return nil, fmt.Errorf("cri: listing the sandboxes of pod %s: %w", uid, err)

@@ -16,6 +16,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/podkit/podkit/internal/podstatus"
+	"github.com/podkit/podkit/lifecycle/containerhook"
+	"github.com/podkit/podkit/lifecycle/event"
+	"github.com/podkit/podkit/lifecycle/podenv"
 	"github.com/podkit/podkit/podworker"
 )
 
@@ -95,6 +98,39 @@ type Options struct {
 	// the runtime service that serves the syncer). Defaults to nil:
 	// PodStats fails.
 	Stats StatsLister
+
+	// The per-pod primitives of lifecycle/, shared with the agent's other
+	// runtime (features.go). A pod that needs one the syncer was not given
+	// does not run: its containers wait (see Unsupported).
+
+	// Env builds each container's environment, command and args, and
+	// expands subPathExpr: a *podenv.Builder over the agent's getter.
+	// Defaults to a podenv.Builder with no getter (literal values, $(VAR)
+	// expansion, fieldRef and resourceFieldRef work; a reference to a
+	// secret or config map leaves the container waiting in
+	// CreateContainerConfigError).
+	Env EnvBuilder
+	// Volumes prepares the content of the pods' volumes, which the syncer
+	// mounts as CRI Mounts: a *volume.Manager. Defaults to nil: a pod with
+	// a volume other than hostPath waits (Unsupported).
+	Volumes VolumeManager
+	// Probes runs liveness, readiness and startup probes: a
+	// *probe.Manager whose Exec is this Syncer (or an ExecRunner over the
+	// same runtime). Defaults to nil: a pod with a probe waits.
+	Probes Prober
+	// Hooks runs postStart and preStop hooks: a *containerhook.Runner.
+	// Defaults to a containerhook.Runner executing through this syncer's
+	// ExecSync, recording to Recorder.
+	Hooks HookRunner
+	// Deadline enforces activeDeadlineSeconds: a *deadline.Manager.
+	// Defaults to nil: a pod with activeDeadlineSeconds waits.
+	Deadline DeadlineChecker
+	// Recorder receives the syncer's events (EventFailed, EventKilling,
+	// EventBackOff), on the container. Defaults to event.Discard.
+	Recorder event.Recorder
+	// Logger receives what the syncer logs outside a sync (a panicking
+	// Recorder); syncs log to their ctx's logger. Defaults to discarding.
+	Logger logr.Logger
 }
 
 // Syncer runs pods through the CRI: it implements podworker.PodSyncer for
@@ -110,6 +146,7 @@ type Syncer struct {
 	containers criapi.ContainerManager
 	opts       Options // completed by New
 	backOff    *restartBackOff
+	waiting    *waitingStates
 }
 
 var (
@@ -160,12 +197,25 @@ func New(sandboxes criapi.PodSandboxManager, containers criapi.ContainerManager,
 		opts.Clock = clock.RealClock{}
 	}
 	opts.NodeIPs = append([]string(nil), opts.NodeIPs...)
-	return &Syncer{
+	opts.Recorder = event.OrDiscard(opts.Recorder)
+	s := &Syncer{
 		sandboxes:  sandboxes,
 		containers: containers,
-		opts:       opts,
 		backOff:    newRestartBackOff(opts.RestartBackOff, opts.MaxRestartBackOff),
-	}, nil
+		waiting:    newWaitingStates(),
+	}
+	if opts.Env == nil {
+		env, err := podenv.New(nil, podenv.Options{Recorder: opts.Recorder, Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("cri: the default environment builder: %w", err)
+		}
+		opts.Env = env
+	}
+	if opts.Hooks == nil {
+		opts.Hooks = containerhook.New(containerhook.Options{Exec: NewExecRunner(containers), Recorder: opts.Recorder, Logger: opts.Logger})
+	}
+	s.opts = opts
+	return s, nil
 }
 
 // SyncPod makes the runtime match pod:
@@ -195,14 +245,22 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 	if err != nil {
 		return false, err
 	}
-	api := status.APIStatus(pod)
+	api, pastDeadline := s.derive(ctx, pod, status, false)
 	s.report(pod, api)
-	if podstatus.IsTerminal(api.Phase) {
+	if pastDeadline || podstatus.IsTerminal(api.Phase) {
 		return true, nil
+	}
+	if err := s.Unsupported(pod); err != nil {
+		s.waitAll(pod, status, err.Error())
+		return false, err
+	}
+	if err := s.setUpVolumes(ctx, pod); err != nil {
+		return false, err
 	}
 
 	var sandboxID string
 	var sandboxConfig *runtimeapi.PodSandboxConfig
+	podIPs := s.podIPs(pod, status)
 	if sb := status.ReadySandbox(); sb != nil {
 		sandboxID = sb.GetId()
 		sandboxConfig = s.sandboxConfig(pod, sb.GetMetadata().GetAttempt())
@@ -210,7 +268,7 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 		var attempt uint32
 		if len(status.Sandboxes) > 0 {
 			// The pod's sandbox died: release what is left of it first.
-			if err := s.stopAll(ctx, pod.UID, status, gracePeriodOf(pod)); err != nil {
+			if err := s.stopAll(ctx, pod, pod.UID, status, gracePeriodOf(pod)); err != nil {
 				return false, err
 			}
 			attempt = status.Sandboxes[0].GetMetadata().GetAttempt() + 1
@@ -219,8 +277,21 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 		if sandboxID, err = s.runSandbox(ctx, pod, sandboxConfig); err != nil {
 			return false, err
 		}
+		if podIPs, err = s.sandboxIPs(ctx, pod, sandboxID); err != nil {
+			return false, err
+		}
 	}
-	return false, s.syncContainers(ctx, pod, status, sandboxID, sandboxConfig)
+	killed, err := s.killUnhealthy(ctx, pod, status, sandboxID, podIPs)
+	if err != nil {
+		return false, err
+	}
+	if killed {
+		// Restart what was killed now, by its policy: read what it left.
+		if status, err = s.PodStatus(ctx, pod.UID, time.Time{}); err != nil {
+			return false, err
+		}
+	}
+	return false, s.syncContainers(ctx, pod, status, sandboxID, sandboxConfig, podIPs)
 }
 
 // SyncTerminatingPod stops every container of the pod, each with
@@ -241,7 +312,7 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status *Po
 	if err != nil {
 		return s.escalate(ctx, pod.UID, nil, err)
 	}
-	if err := s.stopAll(ctx, pod.UID, status, max(gracePeriod, 0)); err != nil {
+	if err := s.stopAll(ctx, pod, pod.UID, status, max(gracePeriod, 0)); err != nil {
 		return err
 	}
 	if s.opts.OnStatus != nil {
@@ -249,7 +320,7 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status *Po
 		if err != nil {
 			return err
 		}
-		api := final.FinalAPIStatus(pod)
+		api, _ := s.derive(ctx, pod, final, true)
 		if podStatusFn != nil {
 			podStatusFn(&api)
 		}
@@ -271,18 +342,33 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status *Pod
 	if err := s.removeAll(ctx, pod.UID); err != nil {
 		return err
 	}
-	return s.forget(pod.Namespace, pod.Name, pod.UID)
+	return s.forget(ctx, pod.Namespace, pod.Name, pod.UID)
 }
 
-// forget drops what the syncer keeps of a removed pod: its log directory
-// and its restart back-off.
-func (s *Syncer) forget(namespace, name string, uid types.UID) error {
+// forget drops what the syncer keeps of a removed pod (its log
+// directory, its restart back-off, its waiting containers) and what the
+// primitives keep of it: its probes, its deadline's timer, and its volumes
+// when the engine says they may go (the volume manager's Run removes them
+// otherwise, and retries a teardown that failed, which is only logged).
+func (s *Syncer) forget(ctx context.Context, namespace, name string, uid types.UID) error {
 	if s.opts.LogDirectory != "" && name != "" {
 		if err := os.RemoveAll(podLogDirectory(s.opts.LogDirectory, namespace, name, uid)); err != nil {
 			return fmt.Errorf("cri: removing the log directory of pod %s/%s (%s): %w", namespace, name, uid, err)
 		}
 	}
 	s.backOff.forget(uid)
+	s.waiting.forget(uid)
+	if s.opts.Probes != nil {
+		s.opts.Probes.RemovePod(uid)
+	}
+	if s.opts.Deadline != nil {
+		s.opts.Deadline.Forget(uid)
+	}
+	if s.opts.Volumes != nil {
+		if _, err := s.opts.Volumes.TearDown(uid); err != nil {
+			logr.FromContextOrDiscard(ctx).V(1).Info("Tearing down the pod's volumes failed; the volume manager retries", "err", err.Error())
+		}
+	}
 	return nil
 }
 
@@ -297,13 +383,13 @@ func (s *Syncer) SyncTerminatingRuntimePod(ctx context.Context, pod podworker.Ru
 	if err != nil {
 		return s.escalate(ctx, pod.UID, nil, err)
 	}
-	if err := s.stopAll(ctx, pod.UID, status, 1); err != nil {
+	if err := s.stopAll(ctx, nil, pod.UID, status, 1); err != nil {
 		return err
 	}
 	if err := s.removeAll(ctx, pod.UID); err != nil {
 		return err
 	}
-	return s.forget(pod.Namespace, pod.Name, pod.UID)
+	return s.forget(ctx, pod.Namespace, pod.Name, pod.UID)
 }
 
 // ensureStatus returns status, or reads it when the engine gave none.
@@ -339,12 +425,14 @@ func (s *Syncer) runSandbox(ctx context.Context, pod *v1.Pod, config *runtimeapi
 
 // stopAll stops what status shows may run of pod uid (containers with
 // grace seconds each, in parallel, then every sandbox), then checks with
-// the runtime that nothing runs. A cancelled ctx escalates.
-func (s *Syncer) stopAll(ctx context.Context, uid types.UID, status *PodStatus, grace int64) error {
+// the runtime that nothing runs. pod, when known (nil for a runtime-only
+// pod), gives the containers' preStop hooks, which run within the grace
+// period. A cancelled ctx escalates.
+func (s *Syncer) stopAll(ctx context.Context, pod *v1.Pod, uid types.UID, status *PodStatus, grace int64) error {
 	if err := ctx.Err(); err != nil {
 		return s.escalate(ctx, uid, status, err)
 	}
-	err := s.stopOnce(ctx, uid, status, grace)
+	err := s.stopOnce(ctx, pod, uid, status, grace)
 	if err == nil || ctx.Err() == nil {
 		return err
 	}
@@ -366,7 +454,7 @@ func (s *Syncer) escalate(ctx context.Context, uid types.UID, status *PodStatus,
 		status, err = s.PodStatus(kctx, uid, time.Time{})
 	}
 	if err == nil {
-		err = s.stopOnce(kctx, uid, status, 0)
+		err = s.stopOnce(kctx, nil, uid, status, 0)
 	}
 	if err != nil {
 		return fmt.Errorf("cri: stopping pod %s was cancelled (%w), and killing it failed: %w", uid, ctx.Err(), err)
@@ -376,18 +464,25 @@ func (s *Syncer) escalate(ctx context.Context, uid types.UID, status *PodStatus,
 }
 
 // stopOnce is one pass of stopAll, without escalation.
-func (s *Syncer) stopOnce(ctx context.Context, uid types.UID, status *PodStatus, grace int64) error {
+func (s *Syncer) stopOnce(ctx context.Context, pod *v1.Pod, uid types.UID, status *PodStatus, grace int64) error {
 	errs := make([]error, len(status.containers()))
+	var podIPs []string
+	if pod != nil {
+		podIPs = s.podIPs(pod, status)
+	}
 	var wg sync.WaitGroup
 	for i, c := range status.containers() {
 		if !mayRun(c.GetState()) {
 			continue
 		}
+		var spec *v1.Container
+		if pod != nil && c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			spec = containerSpec(pod, c.GetMetadata().GetName())
+		}
 		wg.Go(func() {
-			err := s.containers.StopContainer(ctx, c.GetId(), grace)
-			if err != nil && !isNotFound(err) {
-				errs[i] = fmt.Errorf("cri: stopping container %q (%s) of pod %s with timeout %ds: %w",
-					c.GetMetadata().GetName(), c.GetId(), uid, grace, err)
+			err := s.stopContainer(ctx, pod, spec, c.GetId(), podIPs, grace)
+			if err != nil {
+				errs[i] = fmt.Errorf("cri: stopping container %q (%s) of pod %s: %w", c.GetMetadata().GetName(), c.GetId(), uid, err)
 			}
 		})
 	}

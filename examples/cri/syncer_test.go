@@ -319,16 +319,6 @@ func TestSyncPodMissingImage(t *testing.T) {
 	assert.Equal(t, runtimeapi.ContainerState_CONTAINER_RUNNING, e.container(t, pod.UID, "app").GetState())
 }
 
-func TestSyncPodUnsupported(t *testing.T) {
-	e := newEnv(t)
-	pod := newPod("env", func(p *v1.Pod) {
-		p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "NODE", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}}
-	})
-	_, err := e.sync(t, pod)
-	require.ErrorIs(t, err, cri.ErrUnsupported)
-	assert.ErrorContains(t, err, `"NODE"`)
-}
-
 func TestSyncPodInjectedErrors(t *testing.T) {
 	boom := errors.New("boom")
 	for _, tc := range []struct {
