@@ -144,6 +144,34 @@ func Start(t *testing.T) *Containerd {
 	return c
 }
 
+// HostAddress is the address ReachPods gives the host on the pod bridge:
+// the subnet's first, which host-local IPAM keeps for the gateway and never
+// hands to a pod.
+const HostAddress = "10.244.77.1/24"
+
+// ReachPods lets the host reach the pods' addresses, for tests that probe
+// or call pods from the test process (probes, httpGet hooks): it creates
+// the pod bridge ahead of the CNI plugin, which then uses it, with
+// HostAddress on it, so the host routes the subnet there. Nothing is
+// forwarded or masqueraded: the subnet stays on this machine. Call it
+// before the first pod sandbox runs; the teardown deletes the bridge as it
+// does the plugin's.
+func (c *Containerd) ReachPods() error {
+	if _, err := net.InterfaceByName(bridgeName); err == nil {
+		return fmt.Errorf("containerdtest: ReachPods: the bridge %s exists already (call it before the first pod runs)", bridgeName)
+	}
+	for _, args := range [][]string{
+		{"link", "add", bridgeName, "type", "bridge"},
+		{"addr", "add", HostAddress, "dev", bridgeName},
+		{"link", "set", bridgeName, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("containerdtest: ReachPods: ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
 // lockHost serializes the tests that use this package across processes
 // (go test runs packages in parallel, and engineers run tests at once):
 // they share the bridge name and containerd's paths in /run. The lock is
