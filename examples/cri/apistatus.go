@@ -27,9 +27,11 @@ const (
 // pods), the state of each init and regular container in the spec
 // (running, waiting, or terminated with its exit code and reason), the
 // last termination of a restarted container, restart counts (the
-// instance's CRI attempt), readiness (a regular container or a sidecar
-// while it runs, as there are no probes; a plain init container once it
-// exited 0), the phase (podstatus.Phase), and the conditions of
+// instance's CRI attempt), the Waiting state the syncer recorded for a
+// container whose next instance could not be made (Waiting, with the last
+// exit as the last state), readiness (a regular container or a sidecar
+// while it runs, which the syncer's probe manager then overrides; a plain
+// init container once it exited 0), the phase (podstatus.Phase), and the conditions of
 // podstatus.Conditions (PodReadyToStartContainers from the sandboxes,
 // Initialized, Ready, ContainersReady and PodScheduled, with the kubelet's
 // reasons and messages, readiness gates honoured), as every podkit runtime

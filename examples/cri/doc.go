@@ -41,6 +41,46 @@
 // every role the Syncer takes; tests use cri-api's FakeRuntimeService
 // instead.
 //
+// # The per-pod primitives
+//
+// The syncer runs a pod's features through the same primitives of
+// lifecycle/ as the process runtime, so both runtimes agree (features.go:
+// each is an Options field, declared as wide as the syncer calls it):
+//
+//   - Env (lifecycle/podenv): each container's environment, built before
+//     it is created, becomes the ContainerConfig's envs, and its command
+//     and args get $(VAR) expanded. A configuration that cannot be built
+//     now (a missing required secret or config map key) leaves the
+//     container waiting in CreateContainerConfigError, with a Failed
+//     event, retried at the pod's next sync; the pod does not fail.
+//   - Volumes (lifecycle/volume): SetUp prepares the pod's volumes before
+//     any container starts (the pod waits while one is not ready), and
+//     each volume mount is a CRI Mount of the volume's directory (or the
+//     resolved subPath in it) at its mountPath: configMap, secret,
+//     downwardAPI and projected volumes read-only, an emptyDir the same
+//     directory for every container. hostPath volumes are mounted by the
+//     syncer itself, checked against their type.
+//   - Probes (lifecycle/probe): every API status the syncer derives goes
+//     through UpdatePodStatus (Started, Ready, the Ready and
+//     ContainersReady conditions); a running container whose liveness or
+//     startup probe failed is stopped with the probe's grace period (its
+//     preStop hook first, a Killing event) and started again by its
+//     restart policy. Exec probes run through CRI ExecSync: the Syncer (or
+//     NewExecRunner) is the manager's ExecRunner; the others connect to
+//     the sandbox's IP.
+//   - Hooks (lifecycle/containerhook): postStart right after a container
+//     started (a failure kills it: FailedPostStartHook, and it waits in
+//     PostStartHookError until its restart), preStop before every stop of
+//     a running container, within its grace period.
+//   - Deadline (lifecycle/deadline): a pod past activeDeadlineSeconds is
+//     reported Failed (DeadlineExceeded) and SyncPod returns terminal, so
+//     the engine stops it; its final status keeps the reason.
+//
+// Env and Hooks default to working values; without Probes, Deadline or
+// Volumes a pod that needs them does not run (Unsupported says why; its
+// containers wait in CreateContainerConfigError with a Failed event),
+// rather than run with the feature ignored.
+//
 // # Usage
 //
 //	client, err := cri.Dial("unix:///run/containerd/containerd.sock")
@@ -66,13 +106,22 @@
 //  3. Pass Options.OnStatus to publish the derived API status.
 //  4. Give housekeeping the Syncer as its runtime pod lister, so sandboxes
 //     left over from a crash are stopped and removed.
+//  5. Give the primitives your agent runs (Options.Env, Volumes, Probes,
+//     Hooks, Deadline), made over the pod workers as their window and the
+//     agent's RequestSync, and run those that have a Run. They are made
+//     before the workers (the syncer takes them, the workers take the
+//     syncer): give them a window that forwards to the workers once made.
+//     Refuse at admission, with Unsupported, the pods the syncer cannot
+//     run, if you would rather not have them wait.
 //
 // # Concurrency
 //
 // Every method is safe for concurrent use. The engine calls the hooks of
 // one pod one at a time and those of different pods concurrently; the
 // syncer's only shared state is the restart back-off, under its own lock.
-// SyncTerminatingPod stops a pod's containers in parallel.
+// SyncTerminatingPod stops a pod's containers in parallel. The Waiting
+// states of containers that could not be created are kept under a lock of
+// their own; the primitives are called with no lock of the syncer held.
 //
 // # Lifecycle
 //
@@ -86,8 +135,24 @@
 // reported terminal instead). Nothing is removed before SyncTerminatedPod
 // (or SyncTerminatingRuntimePod for an orphan).
 //
+// # Where it differs from the kubelet
+//
+//   - A container's Waiting reason (CreateContainerConfigError,
+//     PostStartHookError, CrashLoopBackOff) lives in the syncer's memory,
+//     as the kubelet's reason cache: an agent that restarts shows
+//     ContainerCreating (or the last exit) until the next attempt fails.
+//   - A pod that needs a primitive the syncer was not given waits with
+//     CreateContainerConfigError (the kubelet always has them).
+//   - A subPath is resolved by lifecycle/volume and passed to the runtime
+//     as a path (the kubelet bind-mounts an open descriptor of it, so a
+//     container that swaps a link in between cannot redirect the mount);
+//     a hostPath subPath is joined without resolving links.
+//   - recursiveReadOnly IfPossible mounts plain read-only (the kubelet asks
+//     the runtime whether it can); Enabled asks the runtime for it.
+//   - The API status is reported at the start of each sync: a readiness
+//     change is seen at the sync the probe manager asks for.
+//
 // Not done here, by design (they are an agent's own hooks): image pulls,
-// volumes (volumeMounts are ignored), probes and lifecycle hooks,
-// resource limits, env valueFrom/envFrom (rejected with ErrUnsupported),
-// and replacing a container whose spec changed.
+// resource limits, the termination message file, and replacing a
+// container whose spec changed.
 package cri
