@@ -20,8 +20,11 @@ import (
 
 	"github.com/podkit/podkit/examples/cri"
 	"github.com/podkit/podkit/lifecycle"
+	"github.com/podkit/podkit/lifecycle/deadline"
 	"github.com/podkit/podkit/lifecycle/event"
 	"github.com/podkit/podkit/lifecycle/podconfig"
+	"github.com/podkit/podkit/lifecycle/probe"
+	"github.com/podkit/podkit/lifecycle/volume"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
@@ -139,13 +142,37 @@ func dialAndRunCRI(ctx context.Context, opts options, out io.Writer, log logr.Lo
 // manifest source and the printer of transitions. It starts nothing.
 func newCRIAgent(opts options, out io.Writer, log logr.Logger, rt criRuntime, images cri.ImageStatusReader, runtimeName string) (*criAgent, error) {
 	a := &criAgent{console: newConsole(out), opts: opts, log: log, statuses: map[types.UID]criPodStatus{}}
-	var err error
+	// The per-pod primitives, made before the workers they ask (the
+	// syncer takes them, the workers take the syncer): win forwards to
+	// the workers once made, before anything runs.
+	win := &criWindow{}
+	requestSync := func(uid types.UID) { a.lc.RequestSync(uid) }
+	recorder := event.RecorderFunc(a.onEvent)
+	probes, err := probe.New(win, probe.Options{Exec: cri.NewExecRunner(rt), RequestSync: requestSync, Recorder: recorder, Logger: log.WithName("probes")})
+	if err != nil {
+		return nil, err
+	}
+	deadlines, err := deadline.New(win, deadline.Options{RequestSync: requestSync, Recorder: recorder, Logger: log.WithName("deadline")})
+	if err != nil {
+		return nil, err
+	}
+	// No getter of secrets and config maps yet: volumes and variables that
+	// reference them wait, saying so; emptyDir and downwardAPI work.
+	volumes, err := volume.New(filepath.Join(opts.stateDir, "cri-volumes"), nil, win, volume.Options{RequestSync: requestSync, Recorder: recorder, Logger: log.WithName("volumes")})
+	if err != nil {
+		return nil, err
+	}
 	a.syncer, err = cri.New(rt, rt, cri.Options{
 		Images:         images,
 		LogDirectory:   filepath.Join(opts.stateDir, "cri-logs"),
 		RuntimeName:    runtimeName,
 		RestartBackOff: opts.restartBackOff,
 		OnStatus:       a.onStatus,
+		Probes:         probes,
+		Deadline:       deadlines,
+		Volumes:        volumes,
+		Recorder:       recorder,
+		Logger:         log,
 	})
 	if err != nil {
 		return nil, err
@@ -153,11 +180,17 @@ func newCRIAgent(opts options, out io.Writer, log logr.Logger, rt criRuntime, im
 	a.lc, err = lifecycle.NewAgent(a.syncer, lifecycle.AgentOptions[*cri.PodStatus]{
 		Workers:  podworker.Options[*cri.PodStatus]{Status: a.syncer, ResyncInterval: criResync, BackOff: time.Second},
 		SyncLoop: lifecycle.SyncLoopOptions{RuntimePods: a.syncer},
-		Recorder: event.RecorderFunc(a.onEvent),
+		Recorder: recorder,
 		Logger:   log,
 	})
 	if err != nil {
 		return nil, err
+	}
+	win.w = a.lc.Workers()
+	for name, loop := range map[string]lifecycle.Runnable{"probes": probes, "deadlines": deadlines, "volumes": volumes} {
+		if err := a.lc.Add(name, loop); err != nil {
+			return nil, err
+		}
 	}
 	manifests, err := podconfig.NewManifestSource(opts.manifests, podconfig.ManifestOptions{
 		NodeName: opts.nodeName,
@@ -172,6 +205,24 @@ func newCRIAgent(opts options, out io.Writer, log logr.Logger, rt criRuntime, im
 		return nil, err
 	}
 	return a, a.lc.Add("transitions", newTransitionPrinter(a.console, a.lc.Workers()))
+}
+
+// criWindow is the pod workers as the primitives ask them, by UID; w is
+// set once the workers are made, before anything runs.
+type criWindow struct {
+	w *podworker.PodWorkers[*cri.PodStatus]
+}
+
+func (c *criWindow) CouldHaveRunningContainers(uid types.UID) bool {
+	return c.w.CouldHaveRunningContainers(uid)
+}
+
+func (c *criWindow) IsPodTerminationRequested(uid types.UID) bool {
+	return c.w.IsPodTerminationRequested(uid)
+}
+
+func (c *criWindow) ShouldPodContentBeRemoved(uid types.UID) bool {
+	return c.w.ShouldPodContentBeRemoved(uid)
 }
 
 // run runs the agent until ctx ends or, with --until-idle, every pod has

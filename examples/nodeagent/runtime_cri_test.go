@@ -70,18 +70,38 @@ spec:
   containers:
   - {name: work, image: `+containerdtest.BusyboxImage+`, command: ["true"]}
 `)
+	// The per-pod primitives are wired: an emptyDir shared by an init
+	// container and the container, a probe and a deadline do not refuse
+	// the pod.
+	manifest("shared", `apiVersion: v1
+kind: Pod
+metadata: {name: shared, namespace: default}
+spec:
+  restartPolicy: Never
+  activeDeadlineSeconds: 600
+  volumes:
+  - {name: work, emptyDir: {}}
+  initContainers:
+  - {name: write, image: `+containerdtest.BusyboxImage+`, command: [sh, -c, "echo handed-over > /work/note"], volumeMounts: [{name: work, mountPath: /work}]}
+  containers:
+  - name: read
+    image: `+containerdtest.BusyboxImage+`
+    command: [sh, -c, "grep -q handed-over /in/note"]
+    volumeMounts: [{name: work, mountPath: /in, readOnly: true}]
+    readinessProbe: {exec: {command: ["true"]}, periodSeconds: 1}
+`)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
 	code := run(ctx, []string{"--runtime", "cri", "--cri-endpoint", cd.Endpoint, "--manifests", dir, "--until-idle",
 		"--state-dir", t.TempDir(), "--node-name", "cri-node", "--manifest-interval", "1s", "--shutdown-grace", "10s"}, &stdout, &stderr)
-	t.Logf("TIMING nodeagent --runtime cri, two static pods run to completion and the node shut down: %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("TIMING nodeagent --runtime cri, three static pods run to completion and the node shut down: %v", time.Since(start).Round(time.Millisecond))
 	t.Logf("stdout:\n%s", stdout.String())
 	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
 	out := stdout.String()
 	assert.Contains(t, out, "connected to containerd")
-	for _, pod := range []string{"job-cri-node_default", "hostjob-cri-node_default"} {
+	for _, pod := range []string{"job-cri-node_default", "hostjob-cri-node_default", "shared-cri-node_default"} {
 		assert.Contains(t, out, pod+" ")
 		assert.Regexp(t, pod+` +Succeeded;`, out, "summary of %s", pod)
 	}
