@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -146,6 +148,12 @@ type Syncer struct {
 	opts       Options // completed by New
 	backOff    *restartBackOff
 	waiting    *waitingStates
+
+	startsMu sync.Mutex
+	// starts holds when each pod's status was first derived, for the
+	// active deadline of a pod that has no sandbox yet; an entry goes
+	// when the pod is forgotten.
+	starts map[types.UID]metav1.Time
 }
 
 var (
@@ -202,6 +210,7 @@ func New(sandboxes criapi.PodSandboxManager, containers criapi.ContainerManager,
 		containers: containers,
 		backOff:    newRestartBackOff(opts.RestartBackOff, opts.MaxRestartBackOff),
 		waiting:    newWaitingStates(),
+		starts:     make(map[types.UID]metav1.Time),
 	}
 	if opts.Env == nil {
 		env, err := podenv.New(nil, podenv.Options{Recorder: opts.Recorder, Logger: opts.Logger})
@@ -378,6 +387,9 @@ func (s *Syncer) forget(ctx context.Context, namespace, name string, uid types.U
 	}
 	s.backOff.forget(uid)
 	s.waiting.forget(uid)
+	s.startsMu.Lock()
+	delete(s.starts, uid)
+	s.startsMu.Unlock()
 	if s.opts.Probes != nil {
 		s.opts.Probes.RemovePod(uid)
 	}
