@@ -121,7 +121,8 @@ type Options struct {
 	Probes Prober
 	// Hooks runs postStart and preStop hooks: a *containerhook.Runner.
 	// Defaults to a containerhook.Runner executing through this syncer's
-	// ExecSync, recording to Recorder.
+	// ExecSync, recording to Recorder (its exec calls are CRI calls that
+	// end with their ctx, so none outlives the sync that made it).
 	Hooks HookRunner
 	// Deadline enforces activeDeadlineSeconds: a *deadline.Manager.
 	// Defaults to nil: a pod with activeDeadlineSeconds waits.
