@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeapi "k8s.io/cri-api/pkg/apis/testing"
 	utilexec "k8s.io/utils/exec"
@@ -432,4 +433,18 @@ func TestSyncPodPastDeadline(t *testing.T) {
 
 	// A pod with no deadline runs.
 	e.mustSync(t, newPod("no-deadline"))
+}
+
+// With a prober, a probe that cannot run (a port name the container does
+// not have) refuses the pod, as the API server would.
+func TestUnsupportedInvalidProbe(t *testing.T) {
+	e := newEnv(t, func(o *cri.Options) { o.Probes = &fakeProber{} })
+	pod := newPod("bad-probe", func(p *v1.Pod) {
+		p.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromString("web")}}}
+	})
+	err := e.syncer.Unsupported(pod)
+	require.ErrorIs(t, err, cri.ErrUnsupported)
+	assert.ErrorContains(t, err, `"web"`)
+	pod.Spec.Containers[0].Ports = []v1.ContainerPort{{Name: "web", ContainerPort: 80}}
+	assert.NoError(t, e.syncer.Unsupported(pod))
 }

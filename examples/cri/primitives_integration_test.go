@@ -192,6 +192,7 @@ func TestContainerdPrimitives(t *testing.T) {
 	t.Run("ConfigMapAndEmptyDirVolumes", e.volumes)
 	t.Run("ExecLivenessRestarts", e.execLiveness)
 	t.Run("ReadinessFalseOnClosedPort", e.readiness)
+	t.Run("StartupProbeGatesReadiness", e.startup)
 	t.Run("PostStartAndPreStop", e.hooks)
 	t.Run("FailedPostStartKills", e.failedPostStart)
 	t.Run("ActiveDeadline", e.deadline)
@@ -306,6 +307,30 @@ func (e *primitivesEnv) readiness(t *testing.T) {
 	assert.Equal(t, v1.ConditionFalse, condition(api, v1.PodReady))
 	assert.Equal(t, v1.ConditionFalse, condition(api, v1.ContainersReady))
 	assert.True(t, e.events.has(pod.Name, probe.ReasonUnhealthy, "Readiness probe failed"))
+	e.delete(t, ctx, pod)
+}
+
+// startup: until its startup probe passes, a running container is neither
+// started nor ready, and its readiness probe waits; then both are.
+func (e *primitivesEnv) startup(t *testing.T) {
+	ctx := testContext(t)
+	pod := realPod("startup", "sleep 2; touch /tmp/started; trap 'exit 0' TERM; sleep 1000 & wait")
+	c := &pod.Spec.Containers[0]
+	c.StartupProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"cat", "/tmp/started"}}},
+		PeriodSeconds: 1, FailureThreshold: 30, TimeoutSeconds: 5,
+	}
+	c.ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 1, TimeoutSeconds: 5}
+	e.create(t, ctx, pod)
+	api := e.waitStatus(t, ctx, pod, func(s v1.PodStatus) bool { return s.ContainerStatuses[0].State.Running != nil })
+	cs := api.ContainerStatuses[0]
+	require.NotNil(t, cs.Started)
+	assert.False(t, *cs.Started, "not started before its startup probe passed")
+	assert.False(t, cs.Ready)
+	api = e.waitStatus(t, ctx, pod, func(s v1.PodStatus) bool { return s.ContainerStatuses[0].Ready })
+	assert.True(t, *api.ContainerStatuses[0].Started)
+	assert.Equal(t, v1.ConditionTrue, condition(api, v1.PodReady))
+	assert.Zero(t, api.ContainerStatuses[0].RestartCount)
 	e.delete(t, ctx, pod)
 }
 
