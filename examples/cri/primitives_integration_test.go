@@ -191,6 +191,7 @@ func TestContainerdPrimitives(t *testing.T) {
 	t.Run("EnvFromGetter", e.envFromGetter)
 	t.Run("ConfigMapAndEmptyDirVolumes", e.volumes)
 	t.Run("ExecLivenessRestarts", e.execLiveness)
+	t.Run("HTTPLivenessRestarts", e.httpLiveness)
 	t.Run("ReadinessFalseOnClosedPort", e.readiness)
 	t.Run("StartupProbeGatesReadiness", e.startup)
 	t.Run("PostStartAndPreStop", e.hooks)
@@ -278,6 +279,26 @@ func (e *primitivesEnv) execLiveness(t *testing.T) {
 	})
 	require.NotNil(t, api.ContainerStatuses[0].LastTerminationState.Terminated, "the killed run")
 	assert.True(t, e.events.has(pod.Name, probe.ReasonUnhealthy, "Liveness probe failed"))
+	assert.True(t, e.events.has(pod.Name, cri.EventKilling, "Container main failed liveness probe, will be restarted"))
+	e.delete(t, ctx, pod)
+}
+
+// httpLiveness: a container whose httpGet liveness probe starts getting
+// 404 from it is killed and restarted.
+func (e *primitivesEnv) httpLiveness(t *testing.T) {
+	ctx := testContext(t)
+	pod := realPod("http-liveness", "busybox mkdir -p /www; echo ok > /www/healthz; (sleep 2; rm /www/healthz) & exec busybox httpd -f -p 8082 -h /www")
+	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8082)}},
+		PeriodSeconds: 1, FailureThreshold: 1,
+	}
+	one := int64(1) // httpd, as PID 1, ignores SIGTERM: the kill takes the grace period
+	pod.Spec.TerminationGracePeriodSeconds = &one
+	e.create(t, ctx, pod)
+	e.waitStatus(t, ctx, pod, func(s v1.PodStatus) bool {
+		return s.ContainerStatuses[0].RestartCount >= 1 && s.ContainerStatuses[0].State.Running != nil
+	})
+	assert.True(t, e.events.has(pod.Name, probe.ReasonUnhealthy, "Liveness probe failed: HTTP probe failed with statuscode: 404"))
 	assert.True(t, e.events.has(pod.Name, cri.EventKilling, "Container main failed liveness probe, will be restarted"))
 	e.delete(t, ctx, pod)
 }
