@@ -52,6 +52,7 @@ func (w *window) requestSync(uid types.UID) { w.w.Resync(uid) }
 type objects struct {
 	mu         sync.Mutex
 	configMaps map[string]map[string]string
+	secrets    map[string]map[string]string
 }
 
 func (o *objects) set(name string, data map[string]string) {
@@ -75,8 +76,18 @@ func (o *objects) getters() podenv.ObjectsFuncs {
 			}
 			return cm, nil
 		},
-		Secret: func(_ context.Context, _, name string) (*v1.Secret, error) {
-			return nil, apierrors.NewNotFound(v1.Resource("secrets"), name)
+		Secret: func(_ context.Context, ns, name string) (*v1.Secret, error) {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			data, ok := o.secrets[name]
+			if !ok {
+				return nil, apierrors.NewNotFound(v1.Resource("secrets"), name)
+			}
+			sec := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{}}
+			for k, v := range data {
+				sec.Data[k] = []byte(v)
+			}
+			return sec, nil
 		},
 	}
 }
@@ -134,7 +145,7 @@ type primitivesEnv struct {
 func TestContainerdPrimitives(t *testing.T) {
 	cd := containerdtest.Start(t)
 	require.NoError(t, cd.ReachPods(), "the probes connect to the pods")
-	e := &primitivesEnv{cd: cd, objects: &objects{configMaps: map[string]map[string]string{}}, events: &recorded{}, final: map[types.UID]v1.PodStatus{}}
+	e := &primitivesEnv{cd: cd, objects: &objects{configMaps: map[string]map[string]string{}, secrets: map[string]map[string]string{"db": {"password": "s3cret"}}}, events: &recorded{}, final: map[types.UID]v1.PodStatus{}}
 	win := &window{}
 	rec := e.events.recorder()
 	exec := cri.NewExecRunner(cd.Client)
@@ -189,7 +200,7 @@ func TestContainerdPrimitives(t *testing.T) {
 	})
 
 	t.Run("EnvFromGetter", e.envFromGetter)
-	t.Run("ConfigMapAndEmptyDirVolumes", e.volumes)
+	t.Run("Volumes", e.volumes)
 	t.Run("ExecLivenessRestarts", e.execLiveness)
 	t.Run("HTTPLivenessRestarts", e.httpLiveness)
 	t.Run("ReadinessFalseOnClosedPort", e.readiness)
@@ -232,7 +243,9 @@ func (e *primitivesEnv) envFromGetter(t *testing.T) {
 }
 
 // volumes: a configMap volume's keys are files in the container, read-only,
-// and follow the config map; an emptyDir is shared by the pod's containers.
+// and follow the config map; an emptyDir is shared by the pod's containers;
+// a secret volume (on a tmpfs the volume manager mounted) and a
+// downwardAPI volume are there too.
 func (e *primitivesEnv) volumes(t *testing.T) {
 	ctx := testContext(t)
 	e.objects.set("web-config", map[string]string{"index.html": "v1"})
@@ -240,8 +253,16 @@ func (e *primitivesEnv) volumes(t *testing.T) {
 	pod.Spec.Volumes = []v1.Volume{
 		{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "web-config"}}}},
 		{Name: "shared", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "db", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "db"}}},
+		{Name: "podinfo", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
+			{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
+		}}}},
 	}
-	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "config", MountPath: "/etc/web"}, {Name: "shared", MountPath: "/shared"}}
+	pod.Labels = map[string]string{"tier": "web"}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{
+		{Name: "config", MountPath: "/etc/web"}, {Name: "shared", MountPath: "/shared"},
+		{Name: "db", MountPath: "/etc/db"}, {Name: "podinfo", MountPath: "/etc/podinfo"},
+	}
 	pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{
 		Name: "reader", Image: busybox, Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"},
 		VolumeMounts: []v1.VolumeMount{{Name: "shared", MountPath: "/from-writer", ReadOnly: true}, {Name: "config", MountPath: "/page.html", SubPath: "index.html"}},
@@ -252,6 +273,8 @@ func (e *primitivesEnv) volumes(t *testing.T) {
 	})
 	writer, reader := api.ContainerStatuses[0].ContainerID, api.ContainerStatuses[1].ContainerID
 	assert.Equal(t, "v1", e.exec(t, ctx, writer, "cat", "/etc/web/index.html"))
+	assert.Equal(t, "s3cret", e.exec(t, ctx, writer, "cat", "/etc/db/password"))
+	assert.Equal(t, `tier="web"`, e.exec(t, ctx, writer, "cat", "/etc/podinfo/labels"))
 	assert.Equal(t, "v1", e.exec(t, ctx, reader, "cat", "/page.html"), "a subPath of the volume")
 	e.poll(t, ctx, func() bool { return e.tryExec(ctx, reader, "cat", "/from-writer/note") == "from-writer\n" })
 	_, code := e.execCode(t, ctx, writer, "sh", "-c", "echo x > /etc/web/new")
