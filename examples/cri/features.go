@@ -81,7 +81,8 @@ var (
 )
 
 // Unsupported returns an error wrapping ErrUnsupported that lists what pod
-// needs and the syncer cannot do: a probe without Options.Probes,
+// needs and the syncer cannot do: a probe without Options.Probes, or one
+// that cannot run (probe.Validate),
 // activeDeadlineSeconds without Options.Deadline, a volume other than
 // hostPath without Options.Volumes, a volume type lifecycle/volume does not
 // prepare, a hostPath type the syncer does not check, a volumeDevice, or a
@@ -103,6 +104,10 @@ func (s *Syncer) Unsupported(pod *v1.Pod) error {
 		for _, c := range probedContainers(pod) {
 			why = append(why, fmt.Sprintf("container %q has probes, and the syncer has no Options.Probes to run them", c.Name))
 		}
+	} else if err := probe.Validate(pod); err != nil {
+		// Such a probe would never pass: the API server refuses it, a
+		// static pod's file may hold it.
+		why = append(why, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if s.opts.Deadline == nil && pod.Spec.ActiveDeadlineSeconds != nil {
 		why = append(why, "the pod sets activeDeadlineSeconds, and the syncer has no Options.Deadline to enforce it")

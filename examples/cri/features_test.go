@@ -2,7 +2,9 @@ package cri_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,12 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	fakeapi "k8s.io/cri-api/pkg/apis/testing"
+	utilexec "k8s.io/utils/exec"
 
 	"github.com/podkit/podkit/examples/cri"
 	"github.com/podkit/podkit/lifecycle/containerhook"
+	"github.com/podkit/podkit/lifecycle/deadline"
 	"github.com/podkit/podkit/lifecycle/event"
 	"github.com/podkit/podkit/lifecycle/podenv"
 	"github.com/podkit/podkit/lifecycle/probe"
@@ -337,4 +344,107 @@ func TestSyncPodPostStartFailureKills(t *testing.T) {
 	cs = e.lastStatus(t, pod.UID).ContainerStatuses[0]
 	require.NotNil(t, cs.State.Waiting)
 	assert.Equal(t, cri.ReasonCrashLoopBackOff, cs.State.Waiting.Reason)
+}
+
+// execRuntime answers ExecSync as a runtime does: a command that ran and
+// failed is an error carrying its exit code.
+type execRuntime struct {
+	*fakeRuntime
+	code int
+	err  error
+}
+
+func (r *execRuntime) ExecSync(_ context.Context, id string, cmd []string, timeout time.Duration) ([]byte, []byte, error) {
+	if r.err != nil {
+		return nil, nil, r.err
+	}
+	if r.code != 0 {
+		return []byte("out;"), []byte("err"), utilexec.CodeExitError{Err: errors.New("exited"), Code: r.code}
+	}
+	return []byte(id + " " + strings.Join(cmd, " ") + " " + timeout.String()), nil, nil
+}
+
+// The ExecRunner runs in the CRI container named by an API ContainerID,
+// and reads a failed command's exit code from the runtime's error: only a
+// call that could not be made is an error.
+func TestExecRunner(t *testing.T) {
+	rt := &execRuntime{fakeRuntime: &fakeRuntime{FakeRuntimeService: fakeapi.NewFakeRuntimeService()}}
+	r := cri.NewExecRunner(rt)
+	out, code, err := r.ExecInContainer(context.Background(), "containerd://abc", []string{"cat", "/x"}, 2*time.Second)
+	require.NoError(t, err)
+	assert.Zero(t, code)
+	assert.Equal(t, "abc cat /x 2s", string(out))
+
+	rt.code = 3
+	out, code, err = r.ExecInContainer(context.Background(), "abc", []string{"false"}, 0)
+	require.NoError(t, err, "a command that ran and failed")
+	assert.Equal(t, 3, code)
+	assert.Equal(t, "out;err", string(out), "stdout, then stderr")
+
+	rt.err = errors.New("container gone")
+	_, _, err = r.ExecInContainer(context.Background(), "abc", []string{"true"}, 0)
+	require.ErrorContains(t, err, "container gone")
+}
+
+// fakeDeadline says every pod with activeDeadlineSeconds is past it once
+// it has a start time.
+type fakeDeadline struct {
+	mu        sync.Mutex
+	starts    []*metav1.Time
+	forgotten []types.UID
+}
+
+func (f *fakeDeadline) Check(pod *v1.Pod, start *metav1.Time) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.starts = append(f.starts, start)
+	return pod.Spec.ActiveDeadlineSeconds != nil && start != nil, nil
+}
+
+func (f *fakeDeadline) Forget(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forgotten = append(f.forgotten, uid)
+}
+
+// A pod past its deadline is reported Failed with DeadlineExceeded and
+// SyncPod returns terminal, starting nothing; the final status keeps the
+// reason, and the pod is forgotten with its deadline.
+func TestSyncPodPastDeadline(t *testing.T) {
+	dl := &fakeDeadline{}
+	e := newEnv(t, func(o *cri.Options) { o.Deadline = dl })
+	ten := int64(10)
+	pod := newPod("deadline", func(p *v1.Pod) { p.Spec.ActiveDeadlineSeconds = &ten })
+	terminal, err := e.sync(t, pod)
+	require.NoError(t, err)
+	assert.True(t, terminal, "the first sync times from now")
+	api := e.lastStatus(t, pod.UID)
+	assert.Equal(t, v1.PodFailed, api.Phase)
+	assert.Equal(t, deadline.Reason, api.Reason)
+	sandboxes, containers := e.counts()
+	assert.Zero(t, sandboxes+containers, "nothing started")
+
+	var final v1.PodStatus
+	require.NoError(t, e.syncer.SyncTerminatingPod(context.Background(), pod, nil, 1, func(s *v1.PodStatus) { final = *s }))
+	assert.Equal(t, v1.PodFailed, final.Phase)
+	assert.Equal(t, deadline.Message, final.Message)
+	require.NoError(t, e.syncer.SyncTerminatedPod(context.Background(), pod, nil))
+	assert.Equal(t, []types.UID{pod.UID}, dl.forgotten)
+
+	// A pod with no deadline runs.
+	e.mustSync(t, newPod("no-deadline"))
+}
+
+// With a prober, a probe that cannot run (a port name the container does
+// not have) refuses the pod, as the API server would.
+func TestUnsupportedInvalidProbe(t *testing.T) {
+	e := newEnv(t, func(o *cri.Options) { o.Probes = &fakeProber{} })
+	pod := newPod("bad-probe", func(p *v1.Pod) {
+		p.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromString("web")}}}
+	})
+	err := e.syncer.Unsupported(pod)
+	require.ErrorIs(t, err, cri.ErrUnsupported)
+	assert.ErrorContains(t, err, `"web"`)
+	pod.Spec.Containers[0].Ports = []v1.ContainerPort{{Name: "web", ContainerPort: 80}}
+	assert.NoError(t, e.syncer.Unsupported(pod))
 }

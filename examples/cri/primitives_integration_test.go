@@ -52,6 +52,7 @@ func (w *window) requestSync(uid types.UID) { w.w.Resync(uid) }
 type objects struct {
 	mu         sync.Mutex
 	configMaps map[string]map[string]string
+	secrets    map[string]map[string]string
 }
 
 func (o *objects) set(name string, data map[string]string) {
@@ -75,8 +76,18 @@ func (o *objects) getters() podenv.ObjectsFuncs {
 			}
 			return cm, nil
 		},
-		Secret: func(_ context.Context, _, name string) (*v1.Secret, error) {
-			return nil, apierrors.NewNotFound(v1.Resource("secrets"), name)
+		Secret: func(_ context.Context, ns, name string) (*v1.Secret, error) {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			data, ok := o.secrets[name]
+			if !ok {
+				return nil, apierrors.NewNotFound(v1.Resource("secrets"), name)
+			}
+			sec := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{}}
+			for k, v := range data {
+				sec.Data[k] = []byte(v)
+			}
+			return sec, nil
 		},
 	}
 }
@@ -134,7 +145,7 @@ type primitivesEnv struct {
 func TestContainerdPrimitives(t *testing.T) {
 	cd := containerdtest.Start(t)
 	require.NoError(t, cd.ReachPods(), "the probes connect to the pods")
-	e := &primitivesEnv{cd: cd, objects: &objects{configMaps: map[string]map[string]string{}}, events: &recorded{}, final: map[types.UID]v1.PodStatus{}}
+	e := &primitivesEnv{cd: cd, objects: &objects{configMaps: map[string]map[string]string{}, secrets: map[string]map[string]string{"db": {"password": "s3cret"}}}, events: &recorded{}, final: map[types.UID]v1.PodStatus{}}
 	win := &window{}
 	rec := e.events.recorder()
 	exec := cri.NewExecRunner(cd.Client)
@@ -189,9 +200,11 @@ func TestContainerdPrimitives(t *testing.T) {
 	})
 
 	t.Run("EnvFromGetter", e.envFromGetter)
-	t.Run("ConfigMapAndEmptyDirVolumes", e.volumes)
+	t.Run("Volumes", e.volumes)
 	t.Run("ExecLivenessRestarts", e.execLiveness)
+	t.Run("HTTPLivenessRestarts", e.httpLiveness)
 	t.Run("ReadinessFalseOnClosedPort", e.readiness)
+	t.Run("StartupProbeGatesReadiness", e.startup)
 	t.Run("PostStartAndPreStop", e.hooks)
 	t.Run("FailedPostStartKills", e.failedPostStart)
 	t.Run("ActiveDeadline", e.deadline)
@@ -230,7 +243,9 @@ func (e *primitivesEnv) envFromGetter(t *testing.T) {
 }
 
 // volumes: a configMap volume's keys are files in the container, read-only,
-// and follow the config map; an emptyDir is shared by the pod's containers.
+// and follow the config map; an emptyDir is shared by the pod's containers;
+// a secret volume (on a tmpfs the volume manager mounted) and a
+// downwardAPI volume are there too.
 func (e *primitivesEnv) volumes(t *testing.T) {
 	ctx := testContext(t)
 	e.objects.set("web-config", map[string]string{"index.html": "v1"})
@@ -238,8 +253,16 @@ func (e *primitivesEnv) volumes(t *testing.T) {
 	pod.Spec.Volumes = []v1.Volume{
 		{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "web-config"}}}},
 		{Name: "shared", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "db", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "db"}}},
+		{Name: "podinfo", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
+			{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
+		}}}},
 	}
-	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "config", MountPath: "/etc/web"}, {Name: "shared", MountPath: "/shared"}}
+	pod.Labels = map[string]string{"tier": "web"}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{
+		{Name: "config", MountPath: "/etc/web"}, {Name: "shared", MountPath: "/shared"},
+		{Name: "db", MountPath: "/etc/db"}, {Name: "podinfo", MountPath: "/etc/podinfo"},
+	}
 	pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{
 		Name: "reader", Image: busybox, Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"},
 		VolumeMounts: []v1.VolumeMount{{Name: "shared", MountPath: "/from-writer", ReadOnly: true}, {Name: "config", MountPath: "/page.html", SubPath: "index.html"}},
@@ -250,6 +273,8 @@ func (e *primitivesEnv) volumes(t *testing.T) {
 	})
 	writer, reader := api.ContainerStatuses[0].ContainerID, api.ContainerStatuses[1].ContainerID
 	assert.Equal(t, "v1", e.exec(t, ctx, writer, "cat", "/etc/web/index.html"))
+	assert.Equal(t, "s3cret", e.exec(t, ctx, writer, "cat", "/etc/db/password"))
+	assert.Equal(t, `tier="web"`, e.exec(t, ctx, writer, "cat", "/etc/podinfo/labels"))
 	assert.Equal(t, "v1", e.exec(t, ctx, reader, "cat", "/page.html"), "a subPath of the volume")
 	e.poll(t, ctx, func() bool { return e.tryExec(ctx, reader, "cat", "/from-writer/note") == "from-writer\n" })
 	_, code := e.execCode(t, ctx, writer, "sh", "-c", "echo x > /etc/web/new")
@@ -281,6 +306,26 @@ func (e *primitivesEnv) execLiveness(t *testing.T) {
 	e.delete(t, ctx, pod)
 }
 
+// httpLiveness: a container whose httpGet liveness probe starts getting
+// 404 from it is killed and restarted.
+func (e *primitivesEnv) httpLiveness(t *testing.T) {
+	ctx := testContext(t)
+	pod := realPod("http-liveness", "busybox mkdir -p /www; echo ok > /www/healthz; (sleep 2; rm /www/healthz) & exec busybox httpd -f -p 8082 -h /www")
+	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8082)}},
+		PeriodSeconds: 1, FailureThreshold: 1,
+	}
+	one := int64(1) // httpd, as PID 1, ignores SIGTERM: the kill takes the grace period
+	pod.Spec.TerminationGracePeriodSeconds = &one
+	e.create(t, ctx, pod)
+	e.waitStatus(t, ctx, pod, func(s v1.PodStatus) bool {
+		return s.ContainerStatuses[0].RestartCount >= 1 && s.ContainerStatuses[0].State.Running != nil
+	})
+	assert.True(t, e.events.has(pod.Name, probe.ReasonUnhealthy, "Liveness probe failed: HTTP probe failed with statuscode: 404"))
+	assert.True(t, e.events.has(pod.Name, cri.EventKilling, "Container main failed liveness probe, will be restarted"))
+	e.delete(t, ctx, pod)
+}
+
 // readiness: a container whose tcpSocket readiness probe finds a closed
 // port is not ready, nor is the pod; one whose httpGet probe is answered
 // is.
@@ -306,6 +351,30 @@ func (e *primitivesEnv) readiness(t *testing.T) {
 	assert.Equal(t, v1.ConditionFalse, condition(api, v1.PodReady))
 	assert.Equal(t, v1.ConditionFalse, condition(api, v1.ContainersReady))
 	assert.True(t, e.events.has(pod.Name, probe.ReasonUnhealthy, "Readiness probe failed"))
+	e.delete(t, ctx, pod)
+}
+
+// startup: until its startup probe passes, a running container is neither
+// started nor ready, and its readiness probe waits; then both are.
+func (e *primitivesEnv) startup(t *testing.T) {
+	ctx := testContext(t)
+	pod := realPod("startup", "sleep 2; touch /tmp/started; trap 'exit 0' TERM; sleep 1000 & wait")
+	c := &pod.Spec.Containers[0]
+	c.StartupProbe = &v1.Probe{
+		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"cat", "/tmp/started"}}},
+		PeriodSeconds: 1, FailureThreshold: 30, TimeoutSeconds: 5,
+	}
+	c.ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 1, TimeoutSeconds: 5}
+	e.create(t, ctx, pod)
+	api := e.waitStatus(t, ctx, pod, func(s v1.PodStatus) bool { return s.ContainerStatuses[0].State.Running != nil })
+	cs := api.ContainerStatuses[0]
+	require.NotNil(t, cs.Started)
+	assert.False(t, *cs.Started, "not started before its startup probe passed")
+	assert.False(t, cs.Ready)
+	api = e.waitStatus(t, ctx, pod, func(s v1.PodStatus) bool { return s.ContainerStatuses[0].Ready })
+	assert.True(t, *api.ContainerStatuses[0].Started)
+	assert.Equal(t, v1.ConditionTrue, condition(api, v1.PodReady))
+	assert.Zero(t, api.ContainerStatuses[0].RestartCount)
 	e.delete(t, ctx, pod)
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podkit/podkit/internal/podstatus"
@@ -34,11 +35,11 @@ func (s *Syncer) derive(ctx context.Context, pod *v1.Pod, status *PodStatus, fin
 		switch {
 		case start == nil && pod.Status.StartTime != nil:
 			start = pod.Status.StartTime
-		case start == nil && !final:
-			// Not started in the runtime yet: the deadline counts from
-			// the first sync, as the kubelet's status start time does.
-			now := metav1.NewTime(s.opts.Clock.Now())
-			start = &now
+		case start == nil:
+			// No sandbox yet (its volumes are not ready, say): the
+			// deadline counts from the pod's first sync, as the kubelet's
+			// status start time does.
+			start = s.firstSync(pod.UID, !final)
 		}
 		var err error
 		if past, err = s.opts.Deadline.Check(pod, start); err != nil {
@@ -54,6 +55,24 @@ func (s *Syncer) derive(ctx context.Context, pod *v1.Pod, status *PodStatus, fin
 		}
 	}
 	return api, past
+}
+
+// firstSync returns when the syncer first derived a status for pod uid,
+// recording now as that time when record is set and none is known yet
+// (nil when none is known and record is not set). The time is forgotten
+// with the pod.
+func (s *Syncer) firstSync(uid types.UID, record bool) *metav1.Time {
+	s.startsMu.Lock()
+	defer s.startsMu.Unlock()
+	t, ok := s.starts[uid]
+	if !ok {
+		if !record {
+			return nil
+		}
+		t = metav1.NewTime(s.opts.Clock.Now())
+		s.starts[uid] = t
+	}
+	return &t
 }
 
 // killUnhealthy stops, with the grace the probe manager gives, each

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -119,7 +121,8 @@ type Options struct {
 	Probes Prober
 	// Hooks runs postStart and preStop hooks: a *containerhook.Runner.
 	// Defaults to a containerhook.Runner executing through this syncer's
-	// ExecSync, recording to Recorder.
+	// ExecSync, recording to Recorder (its exec calls are CRI calls that
+	// end with their ctx, so none outlives the sync that made it).
 	Hooks HookRunner
 	// Deadline enforces activeDeadlineSeconds: a *deadline.Manager.
 	// Defaults to nil: a pod with activeDeadlineSeconds waits.
@@ -146,6 +149,12 @@ type Syncer struct {
 	opts       Options // completed by New
 	backOff    *restartBackOff
 	waiting    *waitingStates
+
+	startsMu sync.Mutex
+	// starts holds when each pod's status was first derived, for the
+	// active deadline of a pod that has no sandbox yet; an entry goes
+	// when the pod is forgotten.
+	starts map[types.UID]metav1.Time
 }
 
 var (
@@ -202,6 +211,7 @@ func New(sandboxes criapi.PodSandboxManager, containers criapi.ContainerManager,
 		containers: containers,
 		backOff:    newRestartBackOff(opts.RestartBackOff, opts.MaxRestartBackOff),
 		waiting:    newWaitingStates(),
+		starts:     make(map[types.UID]metav1.Time),
 	}
 	if opts.Env == nil {
 		env, err := podenv.New(nil, podenv.Options{Recorder: opts.Recorder, Logger: opts.Logger})
@@ -378,6 +388,9 @@ func (s *Syncer) forget(ctx context.Context, namespace, name string, uid types.U
 	}
 	s.backOff.forget(uid)
 	s.waiting.forget(uid)
+	s.startsMu.Lock()
+	delete(s.starts, uid)
+	s.startsMu.Unlock()
 	if s.opts.Probes != nil {
 		s.opts.Probes.RemovePod(uid)
 	}
