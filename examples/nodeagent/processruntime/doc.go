@@ -232,7 +232,8 @@
 // # Network
 //
 // A sandboxed pod has a network namespace of its own. With
-// Options.PodCIDR it is the pod network's (package internal/podnet): owned
+// Options.PodCIDR (or Runtime.StartNetwork, for a range learnt after
+// Open) it is the pod network's (package internal/podnet): owned
 // by the host's user namespace (the pod's root cannot give itself another
 // pod's address), with an address of the range on the node's bridge,
 // reported in the pod's status; pods reach each other and the node, and

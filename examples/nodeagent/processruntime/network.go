@@ -2,6 +2,7 @@ package processruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -24,15 +25,15 @@ const networkDir = "network"
 // openNetwork opens the pod network when Options.PodCIDR asks for one and
 // pods have sandboxes, and forgets the pods of an earlier run the state
 // directory no longer has. It runs at Open, after recoverState.
-func (r *Runtime) openNetwork(stateDir string, opts Options) error {
-	if !opts.PodCIDR.IsValid() {
+func (r *Runtime) openNetwork(stateDir string, podCIDR netip.Prefix, bridgeName string) error {
+	if !podCIDR.IsValid() {
 		return nil
 	}
 	if r.sandboxes == nil {
-		r.log.Info("Options.PodCIDR is ignored: pods run without a sandbox, in the host's network", "podCIDR", opts.PodCIDR.String())
+		r.log.Info("The pod range is ignored: pods run without a sandbox, in the host's network", "podCIDR", podCIDR.String())
 		return nil
 	}
-	n, err := podnet.New(podnet.Options{StateDir: filepath.Join(stateDir, networkDir), PodCIDR: opts.PodCIDR, BridgeName: opts.BridgeName, Logger: r.log.WithName("podnet")})
+	n, err := podnet.New(podnet.Options{StateDir: filepath.Join(stateDir, networkDir), PodCIDR: podCIDR, BridgeName: bridgeName, Logger: r.log.WithName("podnet")})
 	if err != nil {
 		return fmt.Errorf("processruntime: %w", err)
 	}
@@ -42,6 +43,42 @@ func (r *Runtime) openNetwork(stateDir string, opts Options) error {
 	if err := n.Sweep(ctx, r.keepsNetwork); err != nil {
 		r.log.Error(err, "Cannot remove the network of pods the state directory no longer has")
 	}
+	return nil
+}
+
+// StartNetwork gives a runtime opened without Options.PodCIDR its pod
+// network, as Options.PodCIDR and BridgeName would have: for an agent
+// that learns the node's range only once its Node is registered (the
+// Node's spec.podCIDR, which the controller manager's node IPAM assigns).
+// Pods an earlier run left on the network are attached again. Without a
+// sandbox (Containment().Sandbox false) the range is ignored, as at Open,
+// and StartNetwork returns nil.
+//
+// Call it before the runtime's first hook (SyncPod, ...) and before any
+// other goroutine uses the runtime: the agent calls it between Open and
+// the start of its sync loop. Calling it again with the same range and
+// bridge does nothing; with another, or with a runtime opened with
+// Options.PodCIDR of another range, it is an error, as is a range or
+// bridge name podnet refuses (see Options.PodCIDR).
+func (r *Runtime) StartNetwork(podCIDR netip.Prefix, bridgeName string) error {
+	if !podCIDR.IsValid() {
+		return errors.New("processruntime: StartNetwork: no pod range")
+	}
+	if r.network != nil {
+		if r.network.PodCIDR() == podCIDR && (bridgeName == "" || r.network.BridgeName() == bridgeName) {
+			return nil
+		}
+		return fmt.Errorf("processruntime: StartNetwork: the runtime's pod network is %s on %s already", r.network.PodCIDR(), r.network.BridgeName())
+	}
+	select {
+	case <-r.closing:
+		return ErrClosed
+	default:
+	}
+	if err := r.openNetwork(filepath.Dir(r.podsDir), podCIDR, bridgeName); err != nil {
+		return err
+	}
+	r.reattachNetworks()
 	return nil
 }
 

@@ -441,7 +441,7 @@ func Open(opts Options) (*Runtime, error) {
 	r.limits = openLimiter(abs, r.cgroups, r.pidsLimit, r.sandboxes != nil)
 	r.closingCtx, r.closingCancel = context.WithCancel(context.Background())
 	r.recoverState()
-	if err := r.openNetwork(abs, opts); err != nil {
+	if err := r.openNetwork(abs, opts.PodCIDR, opts.BridgeName); err != nil {
 		r.closeSandboxConns()
 		r.closingCancel()
 		r.lock.Close()
