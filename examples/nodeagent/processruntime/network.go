@@ -19,8 +19,49 @@ import (
 // attached to the node's bridge with an address of the range; without, a
 // sandbox makes its own namespace, with a loopback only.
 
-// networkDir, in the state directory, is the pod network's.
-const networkDir = "network"
+// networkDir, in the state directory, is the pod network's; networkFile
+// records its range and bridge, for RemoveNetwork.
+const (
+	networkDir  = "network"
+	networkFile = "network.json"
+)
+
+// networkRecord is networkFile.
+type networkRecord struct {
+	PodCIDR    string `json:"podCIDR"`
+	BridgeName string `json:"bridgeName"`
+}
+
+// RemoveNetwork removes what the pod network of the runtime of stateDir
+// left on the host, as TeardownNetwork does: every pod's veth, network
+// namespace and address, and the node's bridge. It is for a harness that
+// discards a node whose runtime is closed and whose pods' processes are
+// gone (after Close, and after their processes were killed from outside
+// the runtime). A state directory whose runtime never had a pod network
+// has nothing to remove: nil. It fails while a Runtime has the directory
+// open. Safe for concurrent use on different directories.
+func RemoveNetwork(ctx context.Context, stateDir string) error {
+	var rec networkRecord
+	if err := readJSON(filepath.Join(stateDir, networkFile), &rec); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("processruntime: RemoveNetwork: %w", err)
+	}
+	cidr, err := netip.ParsePrefix(rec.PodCIDR)
+	if err != nil {
+		return fmt.Errorf("processruntime: RemoveNetwork: %s: %w", networkFile, err)
+	}
+	n, err := podnet.New(podnet.Options{StateDir: filepath.Join(stateDir, networkDir), PodCIDR: cidr, BridgeName: rec.BridgeName})
+	if err != nil {
+		return fmt.Errorf("processruntime: RemoveNetwork: %w", err)
+	}
+	defer n.Close()
+	if err := n.Teardown(ctx); err != nil {
+		return fmt.Errorf("processruntime: RemoveNetwork: %w", err)
+	}
+	return nil
+}
 
 // openNetwork opens the pod network when Options.PodCIDR asks for one and
 // pods have sandboxes, and forgets the pods of an earlier run the state
@@ -36,6 +77,10 @@ func (r *Runtime) openNetwork(stateDir string, podCIDR netip.Prefix, bridgeName 
 	n, err := podnet.New(podnet.Options{StateDir: filepath.Join(stateDir, networkDir), PodCIDR: podCIDR, BridgeName: bridgeName, Logger: r.log.WithName("podnet")})
 	if err != nil {
 		return fmt.Errorf("processruntime: %w", err)
+	}
+	if err := writeJSON(filepath.Join(stateDir, networkFile), networkRecord{PodCIDR: podCIDR.String(), BridgeName: n.BridgeName()}); err != nil {
+		n.Close()
+		return fmt.Errorf("processruntime: recording the pod network: %w", err)
 	}
 	r.network = n
 	ctx, cancel := context.WithTimeout(context.Background(), sandboxWait)

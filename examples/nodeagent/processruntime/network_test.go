@@ -5,7 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,4 +42,37 @@ func TestStartNetworkAfterOpen(t *testing.T) {
 	require.Len(t, st.PodIPs, 1)
 	assert.True(t, cidr.Contains(netip.MustParseAddr(st.PodIPs[0])), "%s in %s", st.PodIPs[0], cidr)
 	assert.Contains(t, out, st.PodIPs[0]+"\t"+pod.Name+"\n")
+}
+
+// RemoveNetwork, after the runtime closed and its pods' processes were
+// killed from outside it, leaves no bridge, veth or kept namespace.
+func TestRemoveNetworkAfterClose(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("no ip(8) to check the network with")
+	}
+	stateDir := sandboxStateDir(t)
+	require.NoError(t, processruntime.RemoveNetwork(context.Background(), stateDir), "nothing to remove")
+	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(50)), byte(rand.IntN(256)), 0}), 24)
+	bridge := fmt.Sprintf("pkm%06x", rand.IntN(1<<24))
+	rt := sandboxed(t, processruntime.Options{StateDir: stateDir, PodCIDR: cidr, BridgeName: bridge})
+	pod := shellPod(`exec sleep 300`)
+	_, err := syncPod(rt, pod)
+	require.NoError(t, err)
+	st := status(t, rt, pod.UID)
+	require.Len(t, st.PodIPs, 1)
+	assert.ErrorContains(t, processruntime.RemoveNetwork(context.Background(), stateDir), "processruntime: RemoveNetwork", "the open runtime holds it")
+	require.NoError(t, rt.Close())
+	for _, p := range processes(t, pod.UID) {
+		require.NoError(t, syscall.Kill(p.PID, syscall.SIGKILL))
+	}
+	eventually(t, 10*time.Second, "the pod's processes are gone", func() bool { return len(processes(t, pod.UID)) == 0 })
+
+	require.NoError(t, processruntime.RemoveNetwork(context.Background(), stateDir))
+	out, _ := exec.Command("ip", "link", "show", bridge).CombinedOutput()
+	assert.Contains(t, string(out), "does not exist", "the bridge is gone")
+	kept, err := os.ReadDir(filepath.Join(stateDir, "network", "netns"))
+	require.NoError(t, err)
+	assert.Empty(t, kept, "no kept network namespace")
+	require.NoError(t, os.RemoveAll(stateDir), "the state directory can be removed")
 }
