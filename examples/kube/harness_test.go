@@ -72,7 +72,7 @@ func startHarness(t *testing.T) *harness {
 	c, err := clustertest.Start(testContextFor(t, clusterTimeout), clustertest.Options{
 		Logger:          logger,
 		ControlPlaneLog: logs,
-		NewAgent:        unsandboxedAgent,
+		NewAgent:        harnessAgent,
 	})
 	require.NoError(t, err)
 	t.Logf("control plane ready in %v", time.Since(start).Round(time.Millisecond))
@@ -129,6 +129,12 @@ func printTail(t *testing.T, path string, n int) {
 // and schedulable.
 func (h *harness) pool(t *testing.T, name string, n int) []*clustertest.Node {
 	t.Helper()
+	return h.addPool(t, name, n, nil)
+}
+
+// addPool is pool, with labels added to the nodes'.
+func (h *harness) addPool(t *testing.T, name string, n int, labels map[string]string) []*clustertest.Node {
+	t.Helper()
 	nodes := make([]*clustertest.Node, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -138,7 +144,7 @@ func (h *harness) pool(t *testing.T, name string, n int) []*clustertest.Node {
 			defer wg.Done()
 			nodes[i], errs[i] = h.c.AddNode(testContextFor(t, clusterTimeout), clustertest.NodeOptions{
 				Name:   fmt.Sprintf("%s-%d", name, i),
-				Labels: map[string]string{poolLabel: name},
+				Labels: mergeLabels(labels, poolLabel, name),
 				Taints: []v1.Taint{{Key: poolLabel, Value: name, Effect: v1.TaintEffectNoSchedule}},
 			})
 		}()
@@ -333,23 +339,35 @@ func requireProcesses(t *testing.T, pods []v1.Pod) {
 	}
 }
 
-// unsandboxedAgent is clustertest.DefaultAgent with its pods outside a
-// sandbox: these tests' pods share host directories with them (files they
-// wait for and write, under /tmp, which a sandboxed pod has of its own).
-// The sandbox has tests of its own (processruntime's), and the
-// podkit-cluster command's nodes (TestClusterCommand) run their pods in
-// one.
-func unsandboxedAgent(env clustertest.NodeEnv) (clustertest.Agent, error) {
-	return agent.New(agent.Config{
-		Client:               env.Client,
-		NodeName:             env.Name,
-		StateDir:             env.StateDir,
-		Node:                 env.Node,
-		KubeletAPI:           env.KubeletAPI,
-		HeartbeatInterval:    -1,
-		HousekeepingInterval: clustertest.DefaultHousekeepingInterval,
-		Logger:               env.Logger,
-		Masks:                env.Masks,
-		Sandbox:              processruntime.SandboxOff,
-	})
+// hostFilesLabel marks the nodes of a pool whose pods share host
+// directories with their test (files they wait for and write, under /tmp,
+// which a sandboxed pod has of its own): harnessAgent runs their pods
+// outside a sandbox.
+const hostFilesLabel = "test.podkit.io/host-files"
+
+// harnessAgent is clustertest.DefaultAgent: pods sandboxed where the
+// machine allows it, on the node's pod network; but for the nodes of a
+// hostFilesPool, whose pods run outside a sandbox.
+func harnessAgent(env clustertest.NodeEnv) (clustertest.Agent, error) {
+	cfg := clustertest.DefaultAgentConfig(env)
+	if env.Node.Labels[hostFilesLabel] == "true" {
+		cfg.Sandbox = processruntime.SandboxOff
+	}
+	return agent.New(cfg)
+}
+
+// hostFilesPool is pool with nodes whose pods run outside a sandbox and
+// share the host's /tmp with the test.
+func (h *harness) hostFilesPool(t *testing.T, name string, n int) []*clustertest.Node {
+	t.Helper()
+	return h.addPool(t, name, n, map[string]string{hostFilesLabel: "true"})
+}
+
+// mergeLabels returns labels with key=value added.
+func mergeLabels(labels map[string]string, key, value string) map[string]string {
+	out := map[string]string{key: value}
+	for k, v := range labels {
+		out[k] = v
+	}
+	return out
 }

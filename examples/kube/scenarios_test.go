@@ -23,6 +23,8 @@ func TestCluster(t *testing.T) {
 		{"KubeletAPIAuth", testKubeletAPIAuth},
 		{"Metrics", testMetrics},
 		{"FinalStatusBurst", testClusterFinalStatusBurst},
+		{"PodNetwork", testPodNetwork},
+		{"GracefulNodeShutdown", testGracefulNodeShutdown},
 	}
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
