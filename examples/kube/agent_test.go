@@ -45,26 +45,27 @@ type testAgent struct {
 // and, if not empty, manifestDir. It is stopped when t ends, if not before.
 func startAgent(t *testing.T, c *cluster, node, stateDir, manifestDir string) *testAgent {
 	t.Helper()
-	return runAgent(t, agent.Config{
-		Client:      c.nodeClient(t, node),
-		NodeName:    node,
-		StateDir:    stateDir,
-		ManifestDir: manifestDir,
-	})
+	return runAgent(t, nodeAgentConfig(t, c, node, stateDir, manifestDir))
 }
 
-// hostFilesAgent runs an agent for node whose pods run outside a sandbox,
-// in the host's /tmp: for tests whose pods share host directories with
-// them (files they wait for and write).
+// hostFilesAgent is startAgent with the pods outside a sandbox, in the
+// host's /tmp: for tests whose pods share host directories with them
+// (files they wait for and write).
 func hostFilesAgent(t *testing.T, c *cluster, node, stateDir, manifestDir string) *testAgent {
 	t.Helper()
-	return runAgent(t, agent.Config{
+	cfg := nodeAgentConfig(t, c, node, stateDir, manifestDir)
+	cfg.Sandbox = processruntime.SandboxOff
+	return runAgent(t, cfg)
+}
+
+// nodeAgentConfig is the configuration of startAgent's agent.
+func nodeAgentConfig(t *testing.T, c *cluster, node, stateDir, manifestDir string) agent.Config {
+	return agent.Config{
 		Client:      c.nodeClient(t, node),
 		NodeName:    node,
 		StateDir:    stateDir,
 		ManifestDir: manifestDir,
-		Sandbox:     processruntime.SandboxOff,
-	})
+	}
 }
 
 // testPodCIDRs counts the pod ranges nextTestPodCIDR handed out.

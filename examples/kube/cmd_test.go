@@ -50,14 +50,14 @@ func testCommand(t *testing.T, c *cluster) {
 	// The test's pod writes to a host directory: a hostPath volume, which
 	// needs --allow-host-access. The API server of these tests assigns no
 	// spec.podCIDR: the agent is given a range.
-	stateDir := t.TempDir()
+	stateDir, podCIDR := t.TempDir(), nextTestPodCIDR().String()
 	logs, err := os.Create(filepath.Join(t.TempDir(), "agent.log"))
 	require.NoError(t, err)
 	var agentCmd *exec.Cmd
 	start := func() chan error {
 		agentCmd = exec.Command(bin, "--kubeconfig", kubeconfig, "--node-name", node,
 			"--state-dir", stateDir, "--housekeeping-interval", "100ms", "--allow-host-access",
-			"--pod-cidr", nextTestPodCIDR().String(), "--shutdown-grace-period", "20s")
+			"--pod-cidr", podCIDR, "--shutdown-grace-period", "20s")
 		agentCmd.Stdout, agentCmd.Stderr = logs, logs
 		require.NoError(t, agentCmd.Start())
 		exited := make(chan error, 1)

@@ -320,6 +320,10 @@ func (a *Agent) Close() {
 // they still answer, from the state at shutdown.
 func (a *Agent) Workers() *podworker.PodWorkers[processruntime.PodStatus] { return a.lc.Workers() }
 
+// Client returns Config.Client, for the agent's command to read what it
+// wrote.
+func (a *Agent) Client() kubernetes.Interface { return a.cfg.Client }
+
 // SourcesReady reports whether every source of pods (the API server, the
 // manifest directory) has delivered its pods to the pod workers at least
 // once since Run started: before, a node shutdown would not know every

@@ -74,6 +74,9 @@ func (r *Runtime) openNetwork(stateDir string, podCIDR netip.Prefix, bridgeName 
 		r.log.Info("The pod range is ignored: pods run without a sandbox, in the host's network", "podCIDR", podCIDR.String())
 		return nil
 	}
+	if err := r.replaceNetwork(stateDir, podCIDR, bridgeName); err != nil {
+		return err
+	}
 	n, err := podnet.New(podnet.Options{StateDir: filepath.Join(stateDir, networkDir), PodCIDR: podCIDR, BridgeName: bridgeName, Logger: r.log.WithName("podnet")})
 	if err != nil {
 		return fmt.Errorf("processruntime: %w", err)
@@ -125,6 +128,38 @@ func (r *Runtime) StartNetwork(podCIDR netip.Prefix, bridgeName string) error {
 	}
 	r.reattachNetworks()
 	return nil
+}
+
+// replaceNetwork removes the pod network an earlier run recorded in
+// stateDir when it had another range or bridge and none of the pods the
+// runtime recovered is on it; with such a pod it is an error: the pod
+// keeps its address of the old range until it stops.
+func (r *Runtime) replaceNetwork(stateDir string, podCIDR netip.Prefix, bridgeName string) error {
+	var rec networkRecord
+	if err := readJSON(filepath.Join(stateDir, networkFile), &rec); err != nil {
+		return nil // none recorded (or unreadable: podnet's own state decides)
+	}
+	if rec.PodCIDR == podCIDR.String() && (bridgeName == "" || rec.BridgeName == bridgeName) {
+		return nil
+	}
+	r.mu.Lock()
+	attached := 0
+	for _, p := range r.pods {
+		if p.sb != nil && !p.sb.ended() && p.sb.rec.Attached {
+			attached++
+		}
+	}
+	r.mu.Unlock()
+	if attached > 0 {
+		return fmt.Errorf("processruntime: the pod network of %s is %s on %s, with %d running pods on it; it cannot become %s until they stop", stateDir, rec.PodCIDR, rec.BridgeName, attached, podCIDR)
+	}
+	r.log.Info("Removing the pod network of an earlier run, of another range", "was", rec.PodCIDR, "bridge", rec.BridgeName, "now", podCIDR.String())
+	ctx, cancel := context.WithTimeout(context.Background(), sandboxWait)
+	defer cancel()
+	if err := RemoveNetwork(ctx, stateDir); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(stateDir, networkDir))
 }
 
 // keepsNetwork reports whether pod uid may keep its network: the runtime

@@ -76,3 +76,37 @@ func TestRemoveNetworkAfterClose(t *testing.T) {
 	assert.Empty(t, kept, "no kept network namespace")
 	require.NoError(t, os.RemoveAll(stateDir), "the state directory can be removed")
 }
+
+// A runtime given another range than its state directory's network had
+// refuses it while a pod runs on the old one, and replaces it once none
+// does.
+func TestAnotherRangeOnTheSameStateDirectory(t *testing.T) {
+	t.Parallel()
+	stateDir := sandboxStateDir(t)
+	base := byte(200 + rand.IntN(50))
+	first := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, base, byte(rand.IntN(128)), 0}), 24)
+	second := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, base, byte(128 + rand.IntN(128)), 0}), 24)
+	bridge := fmt.Sprintf("pka%06x", rand.IntN(1<<24))
+	rt := sandboxed(t, processruntime.Options{StateDir: stateDir, PodCIDR: first, BridgeName: bridge})
+	pod := shellPod(`exec sleep 300`)
+	_, err := syncPod(rt, pod)
+	require.NoError(t, err)
+	require.NoError(t, rt.Close())
+
+	_, err = processruntime.Open(processruntime.Options{StateDir: stateDir, PodCIDR: second, BridgeName: bridge})
+	assert.ErrorContains(t, err, "with 1 running pods on it; it cannot become "+second.String())
+
+	rt = sandboxed(t, processruntime.Options{StateDir: stateDir, PodCIDR: first, BridgeName: bridge})
+	terminate(t, rt, pod, 1)
+	require.NoError(t, rt.SyncTerminatedPod(context.Background(), pod, processruntime.PodStatus{}))
+	require.NoError(t, rt.Close())
+	rt = sandboxed(t, processruntime.Options{StateDir: stateDir, PodCIDR: second, BridgeName: bridge})
+	t.Cleanup(func() { require.NoError(t, rt.TeardownNetwork(context.Background())) })
+	next := shellPod(`exec sleep 300`)
+	_, err = syncPod(rt, next)
+	require.NoError(t, err)
+	t.Cleanup(func() { terminate(t, rt, next, 1) })
+	st := status(t, rt, next.UID)
+	require.Len(t, st.PodIPs, 1)
+	assert.True(t, second.Contains(netip.MustParseAddr(st.PodIPs[0])), "%s in %s", st.PodIPs[0], second)
+}

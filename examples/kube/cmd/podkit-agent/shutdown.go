@@ -14,6 +14,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/podkit/podkit/lifecycle/nodeshutdown"
 )
@@ -44,6 +49,7 @@ const (
 type nodeAgent interface {
 	ShutdownNode(context.Context, nodeshutdown.Budget) (nodeshutdown.Report, error)
 	SourcesReady() bool
+	Client() kubernetes.Interface
 }
 
 // sourcesPoll is how often a shutdown requested early looks whether the
@@ -142,7 +148,38 @@ func runShutdown(ctx context.Context, budget nodeshutdown.Budget, a nodeAgent) (
 			return nodeshutdown.Report{}, fmt.Errorf("the agent did not learn its pods before the shutdown's deadline: %w", ctx.Err())
 		}
 	}
-	return a.ShutdownNode(ctx, budget)
+	report, err := a.ShutdownNode(ctx, budget)
+	settle(ctx, a.Client(), report)
+	return report, err
+}
+
+// statusSettle bounds how long an explicit shutdown waits, before the
+// agent exits, for the final statuses of the pods it stopped to reach the
+// API server (the status writer writes them from its own loop, which ends
+// with the agent; a kubelet's goes on until the machine is off).
+const statusSettle = 10 * time.Second
+
+// settle waits until the API server shows each pod of report.Terminated in
+// a terminal phase, or gone, for at most statusSettle.
+func settle(ctx context.Context, client kubernetes.Interface, report nodeshutdown.Report) {
+	ctx, cancel := context.WithTimeout(ctx, statusSettle)
+	defer cancel()
+	for _, p := range report.Terminated {
+		name, ns, ok := strings.Cut(p.FullName, "_")
+		if !ok {
+			continue
+		}
+		_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				return true, nil
+			case err != nil:
+				return false, nil
+			}
+			return pod.UID != p.UID || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed, nil
+		})
+	}
 }
 
 func writeReport(w io.Writer, r nodeshutdown.Report, err error) {
