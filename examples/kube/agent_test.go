@@ -3,9 +3,12 @@ package kube_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -42,12 +45,41 @@ type testAgent struct {
 // and, if not empty, manifestDir. It is stopped when t ends, if not before.
 func startAgent(t *testing.T, c *cluster, node, stateDir, manifestDir string) *testAgent {
 	t.Helper()
-	return runAgent(t, agent.Config{
+	return runAgent(t, nodeAgentConfig(t, c, node, stateDir, manifestDir))
+}
+
+// hostFilesAgent is startAgent with the pods outside a sandbox, in the
+// host's /tmp: for tests whose pods share host directories with them
+// (files they wait for and write).
+func hostFilesAgent(t *testing.T, c *cluster, node, stateDir, manifestDir string) *testAgent {
+	t.Helper()
+	cfg := nodeAgentConfig(t, c, node, stateDir, manifestDir)
+	cfg.Sandbox = processruntime.SandboxOff
+	return runAgent(t, cfg)
+}
+
+// nodeAgentConfig is the configuration of startAgent's agent.
+func nodeAgentConfig(t *testing.T, c *cluster, node, stateDir, manifestDir string) agent.Config {
+	return agent.Config{
 		Client:      c.nodeClient(t, node),
 		NodeName:    node,
 		StateDir:    stateDir,
 		ManifestDir: manifestDir,
-	})
+	}
+}
+
+// testPodCIDRs counts the pod ranges nextTestPodCIDR handed out.
+var testPodCIDRs atomic.Uint32
+
+// testPodCIDRBase is this test process's 10.x.0.0/16 (x from 192 to
+// 223, apart from the ranges clustertest picks), of which each agent of
+// runAgent gets a /24.
+var testPodCIDRBase = byte(192 + rand.IntN(32))
+
+// nextTestPodCIDR is a pod range no other agent of this process has.
+func nextTestPodCIDR() netip.Prefix {
+	n := testPodCIDRs.Add(1)
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, testPodCIDRBase, byte(n), 0}), 24)
 }
 
 // runAgent runs an agent with cfg, in which it sets the test's defaults
@@ -64,21 +96,25 @@ func runAgent(t *testing.T, cfg agent.Config) *testAgent {
 	if cfg.Logger.GetSink() == nil {
 		cfg.Logger = testr.NewWithOptions(t, testr.Options{LogTimestamp: true})
 	}
-	if cfg.Sandbox != processruntime.SandboxRequired {
-		// These pods share host directories with their tests (files they
-		// wait for and write, under /tmp): outside a sandbox, as they were
-		// written for. The sandbox has tests of its own (processruntime's),
-		// and the cluster's nodes run their pods in one.
-		cfg.Sandbox = processruntime.SandboxOff
+	// Sandboxed where the machine allows it, as a real node, on a pod
+	// network of the agent's own (the API server of these tests assigns
+	// no spec.podCIDR). Tests whose pods share host directories with them
+	// (files they wait for and write, under /tmp, which a sandboxed pod
+	// has of its own) ask for SandboxOff (hostFilesAgent).
+	if cfg.Sandbox != processruntime.SandboxOff && !cfg.PodCIDR.IsValid() && !cfg.PodCIDRFromNode {
+		cfg.PodCIDR = nextTestPodCIDR()
 	}
 	a, err := agent.New(cfg)
 	require.NoError(t, err)
 	// Registered before the agent's stop, so it runs after it: nothing of
 	// the agent's pods outlives the test, their processes (which outlive an
-	// agent by design) nor their cgroups.
+	// agent by design), their cgroups nor their network.
 	t.Cleanup(func() {
 		if err := clustertest.StopPodProcesses(cfg.StateDir); err != nil {
 			t.Errorf("stopping what the agent's pods left: %v", err)
+		}
+		if err := processruntime.RemoveNetwork(context.Background(), cfg.StateDir); err != nil {
+			t.Errorf("removing the agent's pod network: %v", err)
 		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -208,7 +244,7 @@ func createPod(t *testing.T, c *cluster, pod *v1.Pod) *v1.Pod {
 func testAgentPodLifecycle(t *testing.T, c *cluster) {
 	const node = "lifecycle-node"
 	dir := t.TempDir()
-	a := startAgent(t, c, node, t.TempDir(), "")
+	a := hostFilesAgent(t, c, node, t.TempDir(), "")
 
 	w := watchPod(t, c, "life")
 	pod := createPod(t, c, apiPod("life", node, shell(dir, `echo $$ >> $D/runs; while [ ! -e $D/go ]; do sleep 0.05; done; exit 0`)...))
@@ -292,7 +328,7 @@ func nodeReady(n *v1.Node) bool {
 func testAgentGracefulDelete(t *testing.T, c *cluster) {
 	const node = "graceful-node"
 	dir := t.TempDir()
-	startAgent(t, c, node, t.TempDir(), "")
+	hostFilesAgent(t, c, node, t.TempDir(), "")
 
 	// On SIGTERM the container takes a second to shut down, then exits 0.
 	pod := createPod(t, c, apiPod("graceful", node, shell(dir,
@@ -332,7 +368,7 @@ func testAgentGracefulDelete(t *testing.T, c *cluster) {
 func testAgentForceDelete(t *testing.T, c *cluster) {
 	const node = "force-node"
 	dir := t.TempDir()
-	a := startAgent(t, c, node, t.TempDir(), "")
+	a := hostFilesAgent(t, c, node, t.TempDir(), "")
 
 	pod := createPod(t, c, apiPod("forced", node, shell(dir, `while true; do sleep 0.05; done`)...))
 	waitForPod(t, c.admin, "default", pod.Name, "Running", isPhase(v1.PodRunning))
@@ -370,7 +406,7 @@ spec:
     image: none
     command: ["/bin/sh", "-c", "echo $$ >> `+dir+`/runs; while true; do sleep 0.05; done"]
 `), 0o600))
-	a := startAgent(t, c, node, t.TempDir(), manifests)
+	a := hostFilesAgent(t, c, node, t.TempDir(), manifests)
 	mirrorName := "web-" + node
 
 	first := waitForPod(t, c.admin, "default", mirrorName, "a Running mirror pod", isPhase(v1.PodRunning))
@@ -413,7 +449,7 @@ func testAgentRestart(t *testing.T, c *cluster) {
 	const node = "restart-node"
 	stateDir := t.TempDir()
 	longDir, shortDir, doomedDir := t.TempDir(), t.TempDir(), t.TempDir()
-	first := startAgent(t, c, node, stateDir, "")
+	first := hostFilesAgent(t, c, node, stateDir, "")
 
 	long := createPod(t, c, apiPod("long", node, shell(longDir, `echo $$ >> $D/runs; while true; do sleep 0.05; done`)...))
 	short := createPod(t, c, apiPod("short", node, shell(shortDir, `echo $$ >> $D/runs; exit 0`)...))
@@ -435,7 +471,7 @@ func testAgentRestart(t *testing.T, c *cluster) {
 	w := watchPod(t, c, doomed.Name)
 	require.NoError(t, c.admin.CoreV1().Pods("default").Delete(testContext(t), doomed.Name, metav1.DeleteOptions{}))
 
-	second := startAgent(t, c, node, stateDir, "")
+	second := hostFilesAgent(t, c, node, stateDir, "")
 
 	// doomed completes its deletion, after its process stopped.
 	_, err := watchtools.UntilWithoutRetry(testContext(t), w, func(ev watch.Event) (bool, error) {

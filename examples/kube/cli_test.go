@@ -27,7 +27,7 @@ func overrides(pool string) string {
 // (-f, --tail, --timestamps, --previous, --since, --limit-bytes) and
 // delete --grace-period.
 func testKubectl(t *testing.T, h *harness) {
-	h.pool(t, "cli", 1)
+	h.hostFilesPool(t, "cli", 1)
 	ns := h.namespace(t, "cli")
 	k := h.kubectl
 	dir := t.TempDir()

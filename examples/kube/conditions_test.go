@@ -19,6 +19,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/podkit/podkit/examples/kube/agent"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 
 // want is a pod condition a test expects: its status, reason and message.
@@ -74,7 +75,7 @@ func testAgentConditions(t *testing.T, c *cluster) {
 			return countingPods{PodInterface: p, name: "gated", gets: &gets}
 		},
 	}}
-	runAgent(t, agent.Config{Client: cs, NodeName: node, StateDir: t.TempDir(), ResyncInterval: 200 * time.Millisecond})
+	runAgent(t, agent.Config{Client: cs, NodeName: node, StateDir: t.TempDir(), ResyncInterval: 200 * time.Millisecond, Sandbox: processruntime.SandboxOff})
 
 	pod := apiPod("gated", node, shell(dir, `while [ ! -e $D/main-go ]; do sleep 0.05; done; exit 0`)...)
 	pod.Spec.InitContainers = []v1.Container{{Name: "init", Image: "none", Command: shell(dir, `while [ ! -e $D/init-go ]; do sleep 0.05; done`)}}

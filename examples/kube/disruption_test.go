@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podkit/podkit/examples/kube/agent"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle/nodeshutdown"
 )
 
@@ -39,7 +40,7 @@ func testAgentEviction(t *testing.T, c *cluster) {
 	const node = "evict-node"
 	const message = "The node was low on resource: memory."
 	dir := t.TempDir()
-	a := startAgent(t, c, node, t.TempDir(), "")
+	a := hostFilesAgent(t, c, node, t.TempDir(), "")
 	pod := createPod(t, c, stubbornPod("evictee", node, dir))
 	waitForPod(t, c.admin, "default", pod.Name, "Running", isPhase(v1.PodRunning))
 	waitForFile(t, filepath.Join(dir, "trapped"))
@@ -75,7 +76,7 @@ func testAgentEviction(t *testing.T, c *cluster) {
 func testAgentShutdown(t *testing.T, c *cluster) {
 	const node = "shutdown-node"
 	dir := t.TempDir()
-	a := runAgent(t, agent.Config{Client: c.nodeClient(t, node), NodeName: node, StateDir: t.TempDir(), HeartbeatInterval: 200 * time.Millisecond})
+	a := runAgent(t, agent.Config{Client: c.nodeClient(t, node), NodeName: node, StateDir: t.TempDir(), HeartbeatInterval: 200 * time.Millisecond, Sandbox: processruntime.SandboxOff})
 	stubborn := createPod(t, c, stubbornPod("shutdown-stubborn", node, dir))
 	plain := createPod(t, c, apiPod("shutdown-plain", node, shell(dir, `while true; do sleep 0.05; done`)...))
 	for _, p := range []*v1.Pod{stubborn, plain} {

@@ -18,7 +18,7 @@ import (
 // exit code in the API server.
 func testClusterFinalStatusBurst(t *testing.T, h *harness) {
 	const pool, n = "finalstatus", 24
-	nodes := h.pool(t, pool, 2)
+	nodes := h.hostFilesPool(t, pool, 2)
 	ns := h.namespace(t, pool)
 	admin := h.c.Admin()
 	start := time.Now()

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/podkit/podkit/examples/kube/agent"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 
 // burst is a set of pods whose containers end with known exit codes: the
@@ -140,7 +141,7 @@ func (b *burst) checkFinal(t *testing.T, cs kubernetes.Interface) []*v1.Pod {
 // phase and exit code in the API server.
 func testFinalStatusBurst(t *testing.T, c *cluster) {
 	const node = "burst-node"
-	startAgent(t, c, node, t.TempDir(), "")
+	hostFilesAgent(t, c, node, t.TempDir(), "")
 	start := time.Now()
 	b := newBurst(t, 24, "burst", waitTimeout, func(_ int, p *v1.Pod) *v1.Pod {
 		p.Spec.NodeName = node
@@ -167,6 +168,7 @@ func TestAPIServerRestart(t *testing.T) {
 		NodeName:          node,
 		StateDir:          t.TempDir(),
 		HeartbeatInterval: time.Second,
+		Sandbox:           processruntime.SandboxOff, // the burst's gate is a host directory
 		// No periodic status checks: each final status must land through
 		// the writer's retries of the write the API server's absence
 		// refused, not through a check a minute later.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -73,7 +72,7 @@ func startHarness(t *testing.T) *harness {
 	c, err := clustertest.Start(testContextFor(t, clusterTimeout), clustertest.Options{
 		Logger:          logger,
 		ControlPlaneLog: logs,
-		NewAgent:        unsandboxedAgent,
+		NewAgent:        harnessAgent,
 	})
 	require.NoError(t, err)
 	t.Logf("control plane ready in %v", time.Since(start).Round(time.Millisecond))
@@ -133,17 +132,15 @@ func (h *harness) pool(t *testing.T, name string, n int) []*clustertest.Node {
 	return h.addPool(t, name, n, nil)
 }
 
-// sandboxLabel on a pool's nodes has their agent run its pods in the
-// process runtime's sandboxes (see unsandboxedAgent).
-const sandboxLabel = "test.podkit.io/sandbox"
-
-// sandboxedPool is pool with nodes whose pods run in sandboxes, as a
-// podkit-agent's do by default.
+// sandboxedPool is pool, said where a scenario needs its pods in
+// sandboxes (exec through the sandbox's init, say): the harness's nodes
+// run them there unless they are a hostFilesPool's.
 func (h *harness) sandboxedPool(t *testing.T, name string, n int) []*clustertest.Node {
 	t.Helper()
-	return h.addPool(t, name, n, map[string]string{sandboxLabel: "true"})
+	return h.pool(t, name, n)
 }
 
+// addPool is pool, with labels added to the nodes'.
 func (h *harness) addPool(t *testing.T, name string, n int, labels map[string]string) []*clustertest.Node {
 	t.Helper()
 	nodes := make([]*clustertest.Node, n)
@@ -155,7 +152,7 @@ func (h *harness) addPool(t *testing.T, name string, n int, labels map[string]st
 			defer wg.Done()
 			nodes[i], errs[i] = h.c.AddNode(testContextFor(t, clusterTimeout), clustertest.NodeOptions{
 				Name:   fmt.Sprintf("%s-%d", name, i),
-				Labels: withLabel(labels, poolLabel, name),
+				Labels: mergeLabels(labels, poolLabel, name),
 				Taints: []v1.Taint{{Key: poolLabel, Value: name, Effect: v1.TaintEffectNoSchedule}},
 			})
 		}()
@@ -163,16 +160,6 @@ func (h *harness) addPool(t *testing.T, name string, n int, labels map[string]st
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
 	return nodes
-}
-
-// withLabel returns a copy of labels with key=value added.
-func withLabel(labels map[string]string, key, value string) map[string]string {
-	out := maps.Clone(labels)
-	if out == nil {
-		out = map[string]string{}
-	}
-	out[key] = value
-	return out
 }
 
 // namespace creates the namespace name and waits for its default service
@@ -360,28 +347,35 @@ func requireProcesses(t *testing.T, pods []v1.Pod) {
 	}
 }
 
-// unsandboxedAgent is clustertest.DefaultAgent with its pods outside a
-// sandbox, unless the node has sandboxLabel (sandboxedPool): most of these
-// tests' pods share host directories with them (files they wait for and
-// write, under /tmp, which a sandboxed pod has of its own). The sandbox
-// has tests of its own (processruntime's), the sessions scenario runs on
-// sandboxed nodes, and the podkit-cluster command's nodes
-// (TestClusterCommand) run their pods in one.
-func unsandboxedAgent(env clustertest.NodeEnv) (clustertest.Agent, error) {
-	sandbox := processruntime.SandboxOff
-	if env.Node != nil && env.Node.Labels[sandboxLabel] == "true" {
-		sandbox = processruntime.SandboxAuto
+// hostFilesLabel marks the nodes of a pool whose pods share host
+// directories with their test (files they wait for and write, under /tmp,
+// which a sandboxed pod has of its own): harnessAgent runs their pods
+// outside a sandbox.
+const hostFilesLabel = "test.podkit.io/host-files"
+
+// harnessAgent is clustertest.DefaultAgent: pods sandboxed where the
+// machine allows it, on the node's pod network; but for the nodes of a
+// hostFilesPool, whose pods run outside a sandbox.
+func harnessAgent(env clustertest.NodeEnv) (clustertest.Agent, error) {
+	cfg := clustertest.DefaultAgentConfig(env)
+	if env.Node.Labels[hostFilesLabel] == "true" {
+		cfg.Sandbox = processruntime.SandboxOff
 	}
-	return agent.New(agent.Config{
-		Client:               env.Client,
-		NodeName:             env.Name,
-		StateDir:             env.StateDir,
-		Node:                 env.Node,
-		KubeletAPI:           env.KubeletAPI,
-		HeartbeatInterval:    -1,
-		HousekeepingInterval: clustertest.DefaultHousekeepingInterval,
-		Logger:               env.Logger,
-		Masks:                env.Masks,
-		Sandbox:              sandbox,
-	})
+	return agent.New(cfg)
+}
+
+// hostFilesPool is pool with nodes whose pods run outside a sandbox and
+// share the host's /tmp with the test.
+func (h *harness) hostFilesPool(t *testing.T, name string, n int) []*clustertest.Node {
+	t.Helper()
+	return h.addPool(t, name, n, map[string]string{hostFilesLabel: "true"})
+}
+
+// mergeLabels returns labels with key=value added.
+func mergeLabels(labels map[string]string, key, value string) map[string]string {
+	out := map[string]string{key: value}
+	for k, v := range labels {
+		out[k] = v
+	}
+	return out
 }

@@ -27,6 +27,8 @@ func TestCluster(t *testing.T) {
 		{"Features", testFeatureManifests},
 		{"Images", testImages},
 		{"SidecarJob", testSidecarJob},
+		{"PodNetwork", testPodNetwork},
+		{"GracefulNodeShutdown", testGracefulNodeShutdown},
 	}
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {

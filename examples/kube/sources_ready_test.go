@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/podkit/podkit/examples/kube/agent"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
 )
@@ -70,7 +71,7 @@ spec:
     command: ["/bin/sh", "-c", "echo $$ >> `+staticDir+`/runs; while true; do sleep 0.05; done"]
 `), 0o600))
 
-	first := startAgent(t, c, node, stateDir, manifests)
+	first := hostFilesAgent(t, c, node, stateDir, manifests)
 	lost := createPod(t, c, apiPod("lost", node, shell(lostDir, `while true; do sleep 0.05; done`)...))
 	waitForPod(t, c.admin, "default", lost.Name, "Running", isPhase(v1.PodRunning))
 	mirrorPod := waitForPod(t, c.admin, "default", "web-"+node, "a Running mirror pod", isPhase(v1.PodRunning))
@@ -97,6 +98,7 @@ spec:
 		StateDir:    stateDir,
 		ManifestDir: manifests,
 		Logger:      funcr.New(logs.add, funcr.Options{Verbosity: 4}),
+		Sandbox:     processruntime.SandboxOff,
 	})
 	err := wait.PollUntilContextTimeout(testContext(t), 20*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
 		return logs.count("Skipping housekeeping: the config sources are not all ready") >= 3, nil

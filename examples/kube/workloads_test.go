@@ -58,7 +58,7 @@ func deployment(ns, name, pool string, replicas int32, spec v1.PodSpec) *appsv1.
 // running; scaled down to 2, the others stop gracefully; a rolling update
 // replaces those 2, as kubectl rollout status sees it.
 func testDeployment(t *testing.T, h *harness) {
-	nodes := h.pool(t, "deploy", 3)
+	nodes := h.hostFilesPool(t, "deploy", 3)
 	ns := h.namespace(t, "deploy")
 	admin := h.c.Admin()
 	dir := t.TempDir()

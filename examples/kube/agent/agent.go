@@ -88,7 +88,8 @@ type Config struct {
 	// PodCIDR and BridgeName are the process runtime's pod network
 	// (Options.PodCIDR, BridgeName): with a range, each sandboxed pod gets
 	// an address of it on the node's bridge, in its status. Defaults to
-	// none: a sandboxed pod's network has a loopback only.
+	// none: a sandboxed pod's network has a loopback only (but see
+	// PodCIDRFromNode). BridgeName defaults to BridgeName(range).
 	PodCIDR    netip.Prefix
 	BridgeName string
 	// ImageConfigs is the process runtime's Options.ImageConfigs: the
@@ -96,6 +97,20 @@ type Config struct {
 	// defaults, for containers without a command of their own. Defaults
 	// to none.
 	ImageConfigs processruntime.ImageConfigs
+	// PodCIDRFromNode, when PodCIDR is not set, takes the registered
+	// Node's spec.podCIDR as the pod range, as a kubelet does: Run waits
+	// up to PodCIDRWait (default DefaultPodCIDRWait) after registering for
+	// the controller manager's node IPAM to assign one, then starts the
+	// sync loop; without one it goes on with a NoPodCIDR warning.
+	PodCIDRFromNode bool
+	PodCIDRWait     time.Duration
+	// ClusterDNS, ClusterDomain and ResolvConf are the process runtime's
+	// name resolution (Options.ClusterDNS, ...): the cluster DNS servers
+	// of ClusterFirst pods, the cluster domain, the host's resolv.conf.
+	// Default to none, none and /etc/resolv.conf.
+	ClusterDNS    []netip.Addr
+	ClusterDomain string
+	ResolvConf    string
 	// Logger receives the agent's logs. Defaults to discarding them.
 	Logger logr.Logger
 
@@ -170,7 +185,10 @@ func (a *Agent) build() error {
 		AllowHostAccess: cfg.AllowHostAccess,
 		Masks:           cfg.Masks,
 		PodCIDR:         cfg.PodCIDR,
-		BridgeName:      cfg.BridgeName,
+		BridgeName:      bridgeName(cfg),
+		ClusterDNS:      cfg.ClusterDNS,
+		ClusterDomain:   cfg.ClusterDomain,
+		ResolvConf:      cfg.ResolvConf,
 		ImageConfigs:    cfg.ImageConfigs,
 		Logger:          log.WithName("runtime"),
 		OnEvent:         runtimeEvs.on,
@@ -327,6 +345,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.node.Store(node)
 	a.recorder.Eventf(events.NodeRef(node), v1.EventTypeNormal, events.ReasonStarting, "%s", events.MessageStarting)
+	if err := a.startPodNetwork(ctx, node); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
 	a.log.Info("podkit agent running")
 	err = a.lc.Run(ctx)
 	a.log.Info("podkit agent stopped")
@@ -352,6 +373,16 @@ func (a *Agent) Close() {
 // snapshots and WaitFor say where each pod stands. After Run has returned
 // they still answer, from the state at shutdown.
 func (a *Agent) Workers() *podworker.PodWorkers[processruntime.PodStatus] { return a.lc.Workers() }
+
+// Client returns Config.Client, for the agent's command to read what it
+// wrote.
+func (a *Agent) Client() kubernetes.Interface { return a.cfg.Client }
+
+// SourcesReady reports whether every source of pods (the API server, the
+// manifest directory) has delivered its pods to the pod workers at least
+// once since Run started: before, a node shutdown would not know every
+// pod. Safe to call from any goroutine.
+func (a *Agent) SourcesReady() bool { return a.lc.SyncLoop().SourcesReady() }
 
 // ReasonUnsupportedPod is the admission rejection reason of a pod the
 // process runtime cannot run (processruntime.Runtime.ValidatePod says why;

@@ -259,8 +259,10 @@ func (c *Cluster) addNode(opts NodeOptions) (*Node, error) {
 				Certificate: cert,
 				ClientCA:    c.ca.certPEM,
 			},
-			Logger: c.opts.Logger.WithName(opts.Name),
-			Masks:  []string{c.dir},
+			Logger:        c.opts.Logger.WithName(opts.Name),
+			Masks:         []string{c.dir},
+			ClusterDNS:    c.opts.ClusterDNS,
+			ClusterDomain: c.opts.ClusterDomain,
 		},
 		newAgent: c.opts.NewAgent,
 		beat:     &nodestatus.Heartbeat{Client: client, NodeName: opts.Name, Interval: c.opts.HeartbeatInterval},
@@ -275,7 +277,9 @@ func (c *Cluster) addNode(opts NodeOptions) (*Node, error) {
 
 // Close stops the nodes (heartbeats, then agents), then every process of
 // the pods the process runtime knows in their state directories (SIGTERM,
-// one second of grace, SIGKILL), then the control plane (the controller
+// one second of grace, SIGKILL: call Shutdown first to give pods their
+// grace periods and preStop hooks), removes the nodes' pod networks
+// (bridges, veths, network namespaces), then the control plane (the controller
 // manager, the scheduler, the API server and etcd, in that order), and
 // removes the cluster's directory if Start made it. It
 // returns what failed on the way (an agent that stopped with an error,
@@ -300,7 +304,7 @@ func (c *Cluster) Close() error {
 		errs = append(errs, n.StopAgent())
 		stateDirs = append(stateDirs, n.StateDir())
 	}
-	errs = append(errs, StopPodProcesses(stateDirs...))
+	errs = append(errs, StopPodProcesses(stateDirs...), removeNetworks(stateDirs))
 	if c.controlPlane != nil {
 		errs = append(errs, c.controlPlane.stop())
 	}

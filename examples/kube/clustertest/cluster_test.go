@@ -283,7 +283,7 @@ func testTTLAfterFinished(t *testing.T, c *clustertest.Cluster) {
 // cluster's pod range.
 func testNodePodCIDR(t *testing.T, c *clustertest.Cluster) {
 	ctx := testContext(t)
-	cluster := netip.MustParsePrefix(controlplane.ClusterCIDR)
+	cluster := c.ClusterCIDR()
 	seen := map[string]string{}
 	for _, n := range c.Nodes() {
 		node, err := clustertest.WaitFor(ctx, c.Admin().CoreV1().Nodes(), n.Name(),

@@ -169,7 +169,7 @@ func (o Options) componentFlags() componentFlags {
 		controllerManager: append([]string{
 			"--node-monitor-grace-period=" + o.NodeMonitorGracePeriod.String(),
 			"--node-startup-grace-period=" + o.NodeMonitorGracePeriod.String(),
-		}, o.ControllerManagerFlags...),
+		}, append(o.controllerManagerNetworkFlags(), o.ControllerManagerFlags...)...),
 	}
 }
 

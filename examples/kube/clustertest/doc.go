@@ -28,8 +28,8 @@
 //     finished, CSR approval and signing, volumes...), but for the
 //     serving-ClusterTrustBundle publisher; node-lifecycle timings short
 //     enough for tests (Options.NodeMonitorGracePeriod,
-//     Options.PodEvictionSeconds); each Node gets a /24 of 10.244.0.0/16
-//     as spec.podCIDR;
+//     Options.PodEvictionSeconds); each Node gets a /24 of the cluster's
+//     pod range (Options.ClusterCIDR) as spec.podCIDR;
 //   - in this process, one podkit node per NodeOptions: an agent (by default
 //     package agent's, over the process runtime; Options.NewAgent for
 //     yours) with its own node identity (a client certificate for
@@ -69,6 +69,33 @@
 //     process holds.)
 //  3. For an agent the harness does not run (NodeConfig), stop its pods'
 //     processes with StopPodProcesses once it is stopped.
+//
+// # Pod network and node shutdown
+//
+// The default agent runs each pod in a sandbox of its own where the
+// machine allows it (root, user namespaces, Linux 5.12+), on the node's
+// pod network: each node has a bridge of its own (agent.BridgeName of its
+// range) and gives its pods addresses of its spec.podCIDR, shown in
+// status.podIP. Several nodes, and several clusters, share one host
+// without colliding: the ranges are disjoint (the cluster's is chosen
+// apart from every address the host has) and so are the bridges. The
+// host reaches every pod (probes, kubectl port-forward); pods of one node
+// reach each other; pods of two nodes reach each other only if the host
+// forwards IPv4 (net.ipv4.ip_forward), which clustertest never turns on.
+// No pod reaches what listens on the host's loopback only: etcd (which
+// takes mutual-TLS clients only anyway), the API server, the agents'
+// local endpoints. Pods get /etc/hosts and /etc/resolv.conf as on a
+// kubelet, with Options.ClusterDomain; the cluster runs no DNS server
+// and no kube-proxy, so Services have no addresses pods can use. Where
+// the machine has no sandbox, pods run in the host's namespaces and
+// network, with the host's /etc files (processruntime's Containment says
+// why), and everything that listens on the host's loopback is reachable
+// from pods.
+//
+// Close kills the pods with one second of grace. Shutdown (Cluster or
+// Node) first shuts the nodes down as a kubelet's graceful node shutdown:
+// pods get their terminationGracePeriodSeconds and preStop hooks within
+// a budget, critical pods last; podkit-cluster does so at Ctrl-C.
 //
 // # Concurrency
 //

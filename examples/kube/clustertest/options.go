@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -73,6 +74,19 @@ type Options struct {
 	// ControlPlane is the path of a podkit-controlplane binary to run.
 	// Empty: Start builds one with BuildControlPlane.
 	ControlPlane string
+	// ClusterCIDR is the cluster's pod range; the controller manager's
+	// node IPAM gives each Node a /24 of it as spec.podCIDR, and the
+	// default agent puts its pods on a bridge of the node's own with
+	// addresses of that /24. Defaults to a 10.x.0.0/16 (x from 64 to 191)
+	// holding no address of this host, chosen at Start (Cluster.ClusterCIDR).
+	ClusterCIDR netip.Prefix
+	// ClusterDNS and ClusterDomain are the nodes' name resolution (see
+	// processruntime's Options.ClusterDNS): the cluster runs no DNS server,
+	// so ClusterDNS defaults to none (ClusterFirst pods resolve as Default,
+	// with a MissingClusterDNS warning, as on a kubelet without one);
+	// ClusterDomain defaults to DefaultClusterDomain.
+	ClusterDNS    []netip.Addr
+	ClusterDomain string
 	// APIServerFlags, SchedulerFlags and ControllerManagerFlags are extra
 	// command-line flags of each component, applied after (and so
 	// winning over) the harness's own.
@@ -95,6 +109,19 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.NodeIP == nil {
 		o.NodeIP = nodestatus.HostIP()
+	}
+	if o.ClusterDomain == "" {
+		o.ClusterDomain = DefaultClusterDomain
+	}
+	if o.ClusterCIDR.IsValid() {
+		if err := checkClusterCIDR(o.ClusterCIDR); err != nil {
+			return o, err
+		}
+	} else {
+		var err error
+		if o.ClusterCIDR, err = chooseClusterCIDR(); err != nil {
+			return o, err
+		}
 	}
 	switch {
 	case o.HeartbeatInterval < 0:
@@ -177,13 +204,24 @@ type NodeEnv struct {
 	// cluster's directory, with its certificates, keys and kubeconfigs
 	// (agent.Config.Masks).
 	Masks []string
+	// ClusterDNS and ClusterDomain are Options'.
+	ClusterDNS    []netip.Addr
+	ClusterDomain string
 }
 
 // DefaultAgent returns podkit's agent (package agent) over the process
 // runtime, serving the kubelet API, with no heartbeat of its own (the
-// harness beats for it).
+// harness beats for it), its pods sandboxed where the machine allows it
+// and on the node's pod network: a bridge of the node's own, addresses
+// from its spec.podCIDR (agent.Config.PodCIDRFromNode).
 func DefaultAgent(env NodeEnv) (Agent, error) {
-	return agent.New(agent.Config{
+	return agent.New(DefaultAgentConfig(env))
+}
+
+// DefaultAgentConfig is DefaultAgent's configuration, for a NewAgent that
+// changes a field or two of it.
+func DefaultAgentConfig(env NodeEnv) agent.Config {
+	return agent.Config{
 		Client:               env.Client,
 		NodeName:             env.Name,
 		StateDir:             env.StateDir,
@@ -193,5 +231,8 @@ func DefaultAgent(env NodeEnv) (Agent, error) {
 		HousekeepingInterval: DefaultHousekeepingInterval,
 		Logger:               env.Logger,
 		Masks:                env.Masks,
-	})
+		PodCIDRFromNode:      true,
+		ClusterDNS:           env.ClusterDNS,
+		ClusterDomain:        env.ClusterDomain,
+	}
 }

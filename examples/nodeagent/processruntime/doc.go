@@ -331,7 +331,8 @@
 // # Network
 //
 // A sandboxed pod has a network namespace of its own. With
-// Options.PodCIDR it is the pod network's (package internal/podnet): owned
+// Options.PodCIDR (or Runtime.StartNetwork, for a range learnt after
+// Open) it is the pod network's (package internal/podnet): owned
 // by the host's user namespace (the pod's root cannot give itself another
 // pod's address), with an address of the range on the node's bridge,
 // reported in the pod's status; pods reach each other and the node, and
@@ -342,6 +343,41 @@
 // address is reachable from pods on the bridge, as on any kubelet node: it
 // must authenticate. There is no port forwarding (hostPort is refused), no
 // NAT beyond the host, no Services.
+//
+// # Name resolution
+//
+// A sandboxed pod sees an /etc/hosts, /etc/resolv.conf and /etc/hostname
+// of its own, written into its directory at each start of its sandbox,
+// owned by its root (writable inside the pod, as on a kubelet) and bound
+// over the host's in its mount namespace:
+//
+//   - /etc/hosts: the localhost names, the pod's address on the pod
+//     network named by its hostname (spec.hostname, else its name, cut to
+//     63 bytes), preceded, when it has a subdomain, by
+//     <hostname>.<subdomain>.<namespace>.svc.<Options.ClusterDomain> (a
+//     StatefulSet's pod behind its headless Service), and its hostAliases.
+//     A pod without a pod network has no address line. hostNetwork pods
+//     get a copy of the host's /etc/hosts followed by their hostAliases.
+//   - /etc/resolv.conf, by dnsPolicy as the kubelet forms it:
+//     ClusterFirst resolves through Options.ClusterDNS only, searching
+//     <namespace>.svc.<domain>, svc.<domain>, <domain> and then the host's
+//     domains, with ndots:5 (without ClusterDNS it falls back to Default,
+//     with a MissingClusterDNS warning); Default, and ClusterFirst on the
+//     host network, is the host's (Options.ResolvConf); None is the
+//     pod's dnsConfig alone; ClusterFirstWithHostNet is ClusterFirst for
+//     a hostNetwork pod. dnsConfig's nameservers and searches are then
+//     added, its options merged by name; what a resolver would not use
+//     (MaxDNSNameservers, MaxDNSSearchPaths, MaxDNSSearchListChars) is cut
+//     with a DNSConfigForming warning.
+//   - /etc/hostname: the pod's hostname (the host's on the host network).
+//
+// The files are written once per sandbox: a change of the host's
+// resolv.conf reaches a running pod only when its sandbox starts again.
+// The runtime runs no DNS server and no Services: a cluster DNS address
+// is only as good as what answers there (the host's resolver on its
+// loopback, 127.0.0.53 for systemd-resolved, is out of a pod's reach:
+// point Options.ResolvConf at a file naming reachable servers). Without a
+// sandbox, pods see the host's files.
 //
 // # Containment
 //

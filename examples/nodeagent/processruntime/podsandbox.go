@@ -187,8 +187,8 @@ func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod) (*
 		cfg.MaxProcs = uint64(lim.pids)
 	}
 	var netns *os.File
+	var ips []netip.Addr
 	if !pod.Spec.HostNetwork {
-		var ips []netip.Addr
 		if netns, ips, err = r.attachNetwork(ctx, p.uid); err != nil {
 			return nil, fmt.Errorf("attaching the pod to the network: %w", err)
 		}
@@ -197,6 +197,14 @@ func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod) (*
 			cfg.JoinNetNS, rec.Attached, rec.IPs = true, true, addrStrings(ips)
 		}
 	}
+	names, warnings, err := r.nameFiles(p, pod, rec.HostID, ips)
+	if err != nil {
+		return nil, fmt.Errorf("writing the pod's /etc/hosts and /etc/resolv.conf: %w", err)
+	}
+	for _, w := range warnings {
+		r.emitWarning(p, "", w)
+	}
+	cfg.Binds = append(cfg.Binds, names...)
 	socket := filepath.Join(dir, "init.sock")
 	pid, err := sandbox.Start(ctx, cfg, sandbox.Launch{
 		NetNS:  netns,

@@ -153,6 +153,19 @@ type Options struct {
 	// BridgeName names the node's bridge. Defaults to podkit0; agents
 	// sharing a machine need one each (and disjoint PodCIDRs).
 	BridgeName string
+	// ClusterDNS are the cluster DNS servers' addresses (at most
+	// MaxDNSNameservers): a sandboxed pod with dnsPolicy ClusterFirst
+	// resolves through them only. Defaults to none: such a pod resolves as
+	// with Default, with a MissingClusterDNS warning, as on a kubelet. See
+	// Name resolution in the package doc.
+	ClusterDNS []netip.Addr
+	// ClusterDomain is the cluster's DNS domain (e.g. cluster.local): the
+	// search domains of ClusterFirst pods and the fully qualified names of
+	// pods with a subdomain. Defaults to none.
+	ClusterDomain string
+	// ResolvConf is the host's resolver configuration, which pods with
+	// dnsPolicy Default start from. Defaults to DefaultResolvConf.
+	ResolvConf string
 	// Volumes provides the content of the volumes the runtime does not make
 	// itself. Defaults to the volume manager of the per-pod features
 	// (UsePodFeatures), else none: such volumes are mounted empty and
@@ -233,6 +246,8 @@ type Runtime struct {
 	pidsLimit  int64
 	// network is the pod network; nil without Options.PodCIDR.
 	network *podnet.Network
+	// names makes the pods' /etc/hosts and /etc/resolv.conf.
+	names nameResolution
 
 	// closing is closed by Close; watchers of adopted processes then stop.
 	// closingCtx ends with it.
@@ -393,6 +408,10 @@ func Open(opts Options) (*Runtime, error) {
 	case r.pidsLimit < 0:
 		r.pidsLimit = 0
 	}
+	var err error
+	if r.names, err = newNameResolution(opts); err != nil {
+		return nil, err
+	}
 	if r.path == "" {
 		if r.path = os.Getenv("PATH"); r.path == "" {
 			r.path = DefaultPath
@@ -460,7 +479,7 @@ func Open(opts Options) (*Runtime, error) {
 	r.limits = openLimiter(abs, r.cgroups, r.pidsLimit, r.sandboxes != nil)
 	r.closingCtx, r.closingCancel = context.WithCancel(context.Background())
 	r.recoverState()
-	if err := r.openNetwork(abs, opts); err != nil {
+	if err := r.openNetwork(abs, opts.PodCIDR, opts.BridgeName); err != nil {
 		r.closeSandboxConns()
 		r.closingCancel()
 		r.lock.Close()

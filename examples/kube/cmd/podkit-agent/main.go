@@ -21,6 +21,23 @@
 // system:node:<node-name> in group system:nodes: under
 // --authorization-mode=Node,RBAC and the NodeRestriction admission plugin
 // the agent needs nothing more.
+//
+// Pods run in a sandbox of their own where the machine allows it
+// (--sandbox), on the node's pod network: a bridge with an address of the
+// node's range for each pod (--pod-cidr, by default the Node's
+// spec.podCIDR), with /etc/hosts and /etc/resolv.conf by their dnsPolicy
+// (--cluster-dns, --cluster-domain, --resolv-conf). What reaches the
+// host (privileged, host namespaces, hostPath) needs --allow-host-access.
+//
+// SIGUSR1, or
+//
+//	podkit-agent shutdown --state-dir DIR
+//
+// (through the unix socket DIR/shutdown.sock, mode 0600, for root and the
+// agent's user), shuts the node down as a kubelet's graceful node
+// shutdown: no new pod is admitted, the Node turns NotReady, and every pod
+// gets its terminationGracePeriodSeconds and preStop hooks within
+// --shutdown-grace-period, critical pods last; then the agent exits.
 package main
 
 import (
@@ -39,9 +56,17 @@ import (
 
 	"github.com/podkit/podkit/examples/kube/agent"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+	"github.com/podkit/podkit/lifecycle/nodeshutdown"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "shutdown" {
+		if err := shutdownCommand(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "podkit-agent shutdown:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "podkit-agent:", err)
 		os.Exit(1)
@@ -67,6 +92,15 @@ func run() error {
 		verbosity    = flag.Int("v", 0, "log verbosity")
 		allowHost    = flag.Bool("allow-host-access", false, "let pods ask for what reaches the host: privileged containers, hostNetwork, hostPID, hostIPC, hostUsers and hostPath volumes (off: such pods are rejected, HostAccessNotAllowed)")
 		imageConfig  = flag.String("image-config", "", "YAML or JSON `file` of image configurations (entrypoint, cmd, workingDir, env, user) for containers without a command of their own, over the built-in ones (busybox, alpine, debian, ...); see processruntime.LoadImageTable")
+		sandboxFlag  = flag.String("sandbox", "auto", "run each pod in a sandbox of its own (user, mount, PID, IPC, UTS and network namespaces): auto (where the machine allows it: root, user namespaces, Linux 5.12+), on (refuse to start without), off")
+		podCIDR      = flag.String("pod-cidr", "", "the node's IPv4 pod range, such as 10.88.0.0/24: each sandboxed pod gets an address of it on the node's bridge (empty: the Node's spec.podCIDR, from the controller manager's node IPAM; none: no pod network, a loopback only)")
+		podCIDRWait  = flag.Duration("pod-cidr-wait", agent.DefaultPodCIDRWait, "with --pod-cidr empty, how long to wait for the Node's spec.podCIDR after registering")
+		bridge       = flag.String("bridge-name", "", "the node's bridge (default: pkbr and the range's address in hex)")
+		clusterDNS   = flag.String("cluster-dns", "", "comma-separated addresses of the cluster DNS servers, for pods with dnsPolicy ClusterFirst (empty: such pods resolve as with Default, with a MissingClusterDNS warning)")
+		domain       = flag.String("cluster-domain", "cluster.local", "the cluster's DNS domain: ClusterFirst pods' search domains, and the names of pods with a subdomain in their /etc/hosts")
+		resolvConf   = flag.String("resolv-conf", defaultResolvConf(), "the resolver configuration dnsPolicy Default pods get (default: /etc/resolv.conf, or systemd-resolved's upstream file when /etc/resolv.conf names only loopback servers, which pods cannot reach)")
+		grace        = flag.Duration("shutdown-grace-period", 30*time.Second, "on an explicit node shutdown (SIGUSR1 or podkit-agent shutdown), how long stopping the pods may take in all; each gets its terminationGracePeriodSeconds within it")
+		critical     = flag.Duration("shutdown-grace-period-critical-pods", 10*time.Second, "the part of --shutdown-grace-period kept for critical pods, stopped last")
 	)
 	flag.Parse()
 	if *nodeName == "" {
@@ -79,6 +113,14 @@ func run() error {
 			return fmt.Errorf("--image-config: %w", err)
 		}
 		images = table
+	}
+	net, err := networkConfig(*sandboxFlag, *podCIDR, *bridge, *clusterDNS)
+	if err != nil {
+		return err
+	}
+	budget := nodeshutdown.Budget{GracePeriod: *grace, CriticalGracePeriod: *critical}
+	if budget.GracePeriod <= 0 || budget.CriticalGracePeriod < 0 || budget.CriticalGracePeriod > budget.GracePeriod {
+		return fmt.Errorf("--shutdown-grace-period (%v) must be positive and --shutdown-grace-period-critical-pods (%v) between 0 and it", *grace, *critical)
 	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -124,14 +166,61 @@ func run() error {
 		AllowHostAccess:      *allowHost,
 		Masks:                masks,
 		ImageConfigs:         images,
+		Sandbox:              net.sandbox,
+		PodCIDR:              net.podCIDR,
+		PodCIDRFromNode:      net.fromNode,
+		PodCIDRWait:          *podCIDRWait,
+		BridgeName:           *bridge,
+		ClusterDNS:           net.clusterDNS,
+		ClusterDomain:        *domain,
+		ResolvConf:           *resolvConf,
 	})
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// An explicit node shutdown (SIGUSR1, or podkit-agent shutdown on the
+	// socket) stops the pods within the budget, then ends the agent.
+	ctx, shutDown := context.WithCancel(ctx)
+	defer shutDown()
+	sock, err := listenShutdown(*stateDir)
+	if err != nil {
+		return err
+	}
+	// Closed (and so unlinked) at exit: a stale socket would refuse the
+	// next agent's callers until it replaces it.
+	defer sock.Close()
+	go serveShutdown(ctx, sock, budget, a, shutDown, logger)
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	go func() {
+		select {
+		case <-usr1:
+			logger.Info("Node shutdown requested by SIGUSR1", "gracePeriod", budget.GracePeriod)
+			report, err := runShutdown(ctx, budget, a)
+			logger.Info("Node shut down", "stopped", len(report.Terminated), "stillStopping", len(report.NotTerminated), "err", err)
+			shutDown()
+		case <-ctx.Done():
+		}
+	}()
 	start := time.Now()
 	err = a.Run(ctx)
 	logger.Info("Exiting", "ranFor", time.Since(start).Round(time.Second))
 	return err
+}
+
+// shutdownCommand is `podkit-agent shutdown [--state-dir DIR]`.
+func shutdownCommand(args []string) error {
+	fs := flag.NewFlagSet("podkit-agent shutdown", flag.ContinueOnError)
+	stateDir := fs.String("state-dir", filepath.Join(os.TempDir(), "podkit-agent"), "the --state-dir of the agent to shut down")
+	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the agent's report")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return requestShutdown(*stateDir, *timeout, os.Stdout)
 }

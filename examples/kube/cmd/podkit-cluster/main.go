@@ -12,9 +12,20 @@
 // up to date in seconds), or --control-plane names a binary of it. It writes an administrator's kubeconfig (to
 // --kubeconfig, a file that must not exist yet, or into the cluster's
 // temporary directory), prints how to use it, and then prints the
-// nodes and pods as they change. Ctrl-C (or SIGTERM) stops every pod's
-// processes and the control plane, removes the temporary directory and the
-// kubeconfig, and exits 0.
+// nodes and pods as they change. Ctrl-C (or SIGTERM) shuts the nodes down
+// gracefully, as a kubelet's graceful node shutdown: each pod gets its
+// terminationGracePeriodSeconds and preStop hooks within a budget
+// (--shutdown-grace-period, default 30s, of which
+// --shutdown-grace-period-critical-pods, default 10s, is kept for critical
+// pods, stopped last); then it stops what is left of every pod's
+// processes and the control plane, removes the nodes' pod networks, the
+// temporary directory and the kubeconfig, and exits 0. A second Ctrl-C
+// ends it at once.
+//
+// Pods run sandboxed where the machine allows it (root, user namespaces,
+// Linux 5.12+), each with an address of its node's spec.podCIDR on a
+// bridge of the node's own; elsewhere in the host's namespaces (see
+// package clustertest).
 //
 // It is package clustertest as a command; see examples/kube's README for
 // what it is good for and what not.
@@ -27,15 +38,18 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/podkit/podkit/examples/kube/clustertest"
+	"github.com/podkit/podkit/lifecycle/nodeshutdown"
 )
 
 func main() {
@@ -53,10 +67,15 @@ func run() error {
 		verbosity  = flag.Int("v", 0, "log verbosity of the agents")
 		quiet      = flag.Bool("quiet", false, "do not print nodes and pods as they change")
 		binary     = flag.String("control-plane", "", "a podkit-controlplane binary to run (default: built from this module's source)")
+		grace      = flag.Duration("shutdown-grace-period", 30*time.Second, "at Ctrl-C, how long the nodes' graceful shutdown may take in all: each pod gets its terminationGracePeriodSeconds within it (0: no graceful shutdown, pods get 1s)")
+		critical   = flag.Duration("shutdown-grace-period-critical-pods", 10*time.Second, "the part of --shutdown-grace-period kept for critical pods (system-node-critical, system-cluster-critical), stopped last")
 	)
 	flag.Parse()
 	if *nodes < 0 {
 		return fmt.Errorf("--nodes must not be negative, got %d", *nodes)
+	}
+	if *grace < 0 || *critical < 0 || (*grace > 0 && *critical > *grace) {
+		return fmt.Errorf("--shutdown-grace-period (%v) and --shutdown-grace-period-critical-pods (%v) must not be negative, nor the second longer than the first", *grace, *critical)
 	}
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", flag.Args())
@@ -136,11 +155,32 @@ func run() error {
 	<-ctx.Done()
 	stop() // a second Ctrl-C kills at once
 	fmt.Println()
+	if *grace > 0 {
+		shutdownNodes(c, nodeshutdown.Budget{GracePeriod: *grace, CriticalGracePeriod: *critical})
+	}
 	if err := closeCluster(); err != nil {
 		return err
 	}
 	fmt.Println("Stopped.")
 	return nil
+}
+
+// shutdownNodes shuts every node down gracefully within budget, as at a
+// power-off of the machine, and says how it went.
+func shutdownNodes(c *clustertest.Cluster, budget nodeshutdown.Budget) {
+	fmt.Printf("Shutting the nodes down (pods get their grace periods, within %v)...\n", budget.GracePeriod)
+	// The budget bounds the shutdown; the margin is for the kills to be
+	// handed over and the last statuses written.
+	ctx, cancel := context.WithTimeout(context.Background(), budget.GracePeriod+5*time.Second)
+	defer cancel()
+	reports, err := c.Shutdown(ctx, budget)
+	for _, n := range slices.Sorted(maps.Keys(reports)) {
+		r := reports[n]
+		fmt.Printf("  %s: %d pods stopped, %d still stopping\n", n, len(r.Terminated), len(r.NotTerminated))
+	}
+	if err != nil {
+		fmt.Println("  ", err)
+	}
 }
 
 func printUsage(w io.Writer, kubeconfig string, took time.Duration) {

@@ -1,0 +1,112 @@
+package processruntime_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+)
+
+// A runtime opened without a pod range gets its network later, as an
+// agent does once its Node has a spec.podCIDR: pods started after have an
+// address of the range, and a second, different range is refused.
+func TestStartNetworkAfterOpen(t *testing.T) {
+	t.Parallel()
+	ev := newEvents()
+	rt := sandboxed(t, processruntime.Options{OnEvent: ev.add})
+	assert.Contains(t, rt.Containment().Network, "loopback only")
+	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(50)), byte(rand.IntN(256)), 0}), 24)
+	bridge := fmt.Sprintf("pkl%06x", rand.IntN(1<<24))
+	require.NoError(t, rt.StartNetwork(cidr, bridge))
+	t.Cleanup(func() { require.NoError(t, rt.TeardownNetwork(context.Background())) })
+	require.NoError(t, rt.StartNetwork(cidr, bridge), "the same range again changes nothing")
+	other := netip.MustParsePrefix("10.199.3.0/24")
+	assert.ErrorContains(t, rt.StartNetwork(other, bridge), "processruntime: StartNetwork: the runtime's pod network is "+cidr.String())
+	assert.ErrorContains(t, rt.StartNetwork(netip.Prefix{}, bridge), "no pod range")
+	assert.Contains(t, rt.Containment().Network, "on bridge "+bridge)
+
+	pod := shellPod(`cat /etc/hosts`)
+	out := runToEnd(t, rt, ev, pod)
+	st := status(t, rt, pod.UID)
+	require.Len(t, st.PodIPs, 1)
+	assert.True(t, cidr.Contains(netip.MustParseAddr(st.PodIPs[0])), "%s in %s", st.PodIPs[0], cidr)
+	assert.Contains(t, out, st.PodIPs[0]+"\t"+pod.Name+"\n")
+}
+
+// RemoveNetwork, after the runtime closed and its pods' processes were
+// killed from outside it, leaves no bridge, veth or kept namespace.
+func TestRemoveNetworkAfterClose(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("no ip(8) to check the network with")
+	}
+	stateDir := sandboxStateDir(t)
+	require.NoError(t, processruntime.RemoveNetwork(context.Background(), stateDir), "nothing to remove")
+	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(50)), byte(rand.IntN(256)), 0}), 24)
+	bridge := fmt.Sprintf("pkm%06x", rand.IntN(1<<24))
+	rt := sandboxed(t, processruntime.Options{StateDir: stateDir, PodCIDR: cidr, BridgeName: bridge})
+	pod := shellPod(`exec sleep 300`)
+	_, err := syncPod(rt, pod)
+	require.NoError(t, err)
+	st := status(t, rt, pod.UID)
+	require.Len(t, st.PodIPs, 1)
+	assert.ErrorContains(t, processruntime.RemoveNetwork(context.Background(), stateDir), "processruntime: RemoveNetwork", "the open runtime holds it")
+	require.NoError(t, rt.Close())
+	for _, p := range processes(t, pod.UID) {
+		require.NoError(t, syscall.Kill(p.PID, syscall.SIGKILL))
+	}
+	eventually(t, 10*time.Second, "the pod's processes are gone", func() bool { return len(processes(t, pod.UID)) == 0 })
+
+	require.NoError(t, processruntime.RemoveNetwork(context.Background(), stateDir))
+	out, _ := exec.Command("ip", "link", "show", bridge).CombinedOutput()
+	assert.Contains(t, string(out), "does not exist", "the bridge is gone")
+	kept, err := os.ReadDir(filepath.Join(stateDir, "network", "netns"))
+	require.NoError(t, err)
+	assert.Empty(t, kept, "no kept network namespace")
+	require.NoError(t, os.RemoveAll(stateDir), "the state directory can be removed")
+}
+
+// A runtime given another range than its state directory's network had
+// refuses it while a pod runs on the old one, and replaces it once none
+// does.
+func TestAnotherRangeOnTheSameStateDirectory(t *testing.T) {
+	t.Parallel()
+	stateDir := sandboxStateDir(t)
+	base := byte(200 + rand.IntN(50))
+	first := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, base, byte(rand.IntN(128)), 0}), 24)
+	second := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, base, byte(128 + rand.IntN(128)), 0}), 24)
+	bridge := fmt.Sprintf("pka%06x", rand.IntN(1<<24))
+	rt := sandboxed(t, processruntime.Options{StateDir: stateDir, PodCIDR: first, BridgeName: bridge})
+	pod := shellPod(`exec sleep 300`)
+	_, err := syncPod(rt, pod)
+	require.NoError(t, err)
+	require.NoError(t, rt.Close())
+
+	_, err = processruntime.Open(processruntime.Options{StateDir: stateDir, PodCIDR: second, BridgeName: bridge})
+	assert.ErrorContains(t, err, "with 1 running pods on it; it cannot become "+second.String())
+
+	rt = sandboxed(t, processruntime.Options{StateDir: stateDir, PodCIDR: first, BridgeName: bridge})
+	terminate(t, rt, pod, 1)
+	require.NoError(t, rt.SyncTerminatedPod(context.Background(), pod, processruntime.PodStatus{}))
+	require.NoError(t, rt.Close())
+	rt = sandboxed(t, processruntime.Options{StateDir: stateDir, PodCIDR: second, BridgeName: bridge})
+	t.Cleanup(func() { require.NoError(t, rt.TeardownNetwork(context.Background())) })
+	next := shellPod(`exec sleep 300`)
+	_, err = syncPod(rt, next)
+	require.NoError(t, err)
+	t.Cleanup(func() { terminate(t, rt, next, 1) })
+	st := status(t, rt, next.UID)
+	require.Len(t, st.PodIPs, 1)
+	assert.True(t, second.Contains(netip.MustParseAddr(st.PodIPs[0])), "%s in %s", st.PodIPs[0], second)
+}
