@@ -80,7 +80,7 @@ func testImages(t *testing.T, h *harness) {
 // restartPolicy Always) completes once its main container does; the
 // sidecar, started before it, is stopped after it.
 func testSidecarJob(t *testing.T, h *harness) {
-	h.pool(t, "sidecar", 1)
+	h.hostFilesPool(t, "sidecar", 1)
 	ns := h.namespace(t, "sidecar")
 	admin := h.c.Admin()
 	always := v1.ContainerRestartPolicyAlways

