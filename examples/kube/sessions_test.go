@@ -1,7 +1,6 @@
 package kube_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,17 +11,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/podkit/podkit/examples/kube/internal/terminaltest"
 )
 
 // sessionsPod is the pod the sessions scenario drives: "main" serves
@@ -194,61 +192,13 @@ func (k *kubectl) startStdin(t *testing.T, args ...string) *interactive {
 	return &interactive{background: b, stdin: stdin}
 }
 
-// runInTerminal runs kubectl on a pseudo-terminal of 100x30 whose user
+// runInTerminal runs kubectl on a terminal (terminaltest.Run) whose user
 // types typed once the session has shown after, and returns what the
 // terminal showed and kubectl's exit code.
 func (k *kubectl) runInTerminal(t *testing.T, after, typed string, args ...string) (string, int) {
 	t.Helper()
-	master, slave := openPTY(t, 100, 30)
-	defer master.Close()
-	cmd := k.command(testContextFor(t, clusterTimeout), args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	require.NoError(t, cmd.Start())
-	slave.Close()
-	var shown bytes.Buffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r := bufio.NewReader(master)
-		sent := false
-		for {
-			b, err := r.ReadByte()
-			if err != nil {
-				return // EIO once kubectl has exited
-			}
-			shown.WriteByte(b)
-			if !sent && strings.Contains(shown.String(), after) {
-				sent = true
-				// What is typed before the session reads it waits in the
-				// terminal, as a user's keystrokes do.
-				_, _ = master.WriteString(typed)
-			}
-		}
-	}()
-	err := cmd.Wait()
-	<-done
-	code := 0
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
-		code = exitErr.ExitCode()
-	} else if err != nil {
-		code = -1
-	}
-	t.Logf("kubectl %s on a terminal showed:\n%s", strings.Join(args, " "), shown.String())
-	return shown.String(), code
-}
-
-// openPTY opens a pseudo-terminal of cols x rows.
-func openPTY(t *testing.T, cols, rows uint16) (master, slave *os.File) {
-	t.Helper()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
-	require.NoError(t, err)
-	require.NoError(t, unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0))
-	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
-	require.NoError(t, err)
-	slave, err = os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	require.NoError(t, err)
-	require.NoError(t, unix.IoctlSetWinsize(int(slave.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Col: cols, Row: rows}))
-	return master, slave
+	shown, code := terminaltest.Run(t, k.command(testContextFor(t, clusterTimeout), args...),
+		func(shown string) bool { return strings.Contains(shown, after) }, typed)
+	t.Logf("kubectl %s on a terminal showed:\n%s", strings.Join(args, " "), shown)
+	return shown, code
 }

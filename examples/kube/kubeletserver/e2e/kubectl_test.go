@@ -6,8 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,19 +14,19 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/podkit/podkit/examples/kube/clustertest"
+
+	"github.com/podkit/podkit/examples/kube/internal/terminaltest"
 )
 
 // testTimeout bounds the whole test (a cold start of the control plane
@@ -210,71 +208,20 @@ func (k *kubectl) run(ctx context.Context, stdin string, args ...string) (string
 	var out, errOut bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
 	err := cmd.Run()
-	code := 0
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
-		code = exitErr.ExitCode()
-	} else if err != nil {
-		code = -1
+	code := terminaltest.ExitCode(err)
+	if code == -1 {
 		errOut.WriteString(err.Error())
 	}
 	return out.String(), errOut.String(), code
 }
 
-// runInTerminal runs kubectl on a pseudo-terminal of 100x30 whose user
+// runInTerminal runs kubectl on a terminal (terminaltest.Run) whose user
 // types typed once the session shows the terminal's size, and returns
 // what the terminal showed and the exit code.
 func (k *kubectl) runInTerminal(t *testing.T, ctx context.Context, typed string, args ...string) (string, int) {
-	master, slave := openPTY(t, 100, 30)
-	defer master.Close()
-	cmd := k.command(ctx, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	require.NoError(t, cmd.Start())
-	slave.Close()
-	var shown bytes.Buffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r := bufio.NewReader(master)
-		sent := false
-		for {
-			b, err := r.ReadByte()
-			if err != nil {
-				return // EIO once kubectl has exited
-			}
-			shown.WriteByte(b)
-			// Type once the session is up: the runtime printed the size.
-			if !sent && strings.Contains(shown.String(), "tty ") && strings.HasSuffix(shown.String(), "\r\n") {
-				sent = true
-				master.WriteString(typed)
-			}
-		}
-	}()
-	err := cmd.Wait()
-	<-done
-	code := 0
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
-		code = exitErr.ExitCode()
-	} else if err != nil {
-		code = -1
-	}
-	return shown.String(), code
-}
-
-// openPTY opens a pseudo-terminal of cols x rows.
-func openPTY(t *testing.T, cols, rows uint16) (master, slave *os.File) {
-	t.Helper()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
-	require.NoError(t, err)
-	require.NoError(t, unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0))
-	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
-	require.NoError(t, err)
-	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	require.NoError(t, err)
-	require.NoError(t, unix.IoctlSetWinsize(int(slave.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Col: cols, Row: rows}))
-	return master, slave
+	// Type once the session is up: the runtime printed the size.
+	ready := func(shown string) bool { return strings.Contains(shown, "tty ") && strings.HasSuffix(shown, "\r\n") }
+	return terminaltest.Run(t, k.command(ctx, args...), ready, typed)
 }
 
 var forwarding = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
