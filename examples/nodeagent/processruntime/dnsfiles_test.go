@@ -2,8 +2,6 @@ package processruntime_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/podkit/podkit/examples/internal/podrangetest"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
@@ -24,8 +24,8 @@ func TestPodNameResolutionFiles(t *testing.T) {
 	t.Parallel()
 	resolv := filepath.Join(t.TempDir(), "resolv.conf")
 	require.NoError(t, os.WriteFile(resolv, []byte("nameserver 192.0.2.53\nsearch corp.example\n"), 0o644))
-	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(50)), byte(rand.IntN(256)), 0}), 24)
-	bridge := fmt.Sprintf("pkd%06x", rand.IntN(1<<24))
+	cidr := podrangetest.Range(t)
+	bridge := podrangetest.Bridge(t, "pkd")
 	ev := newEvents()
 	rt := sandboxed(t, processruntime.Options{
 		OnEvent: ev.add, PodCIDR: cidr, BridgeName: bridge, AllowHostAccess: true,

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/podkit/podkit/examples/internal/podrangetest"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,12 +47,12 @@ type featureEnv struct {
 // pods were removed (the sandboxes, cgroups and network go with them).
 func newFeatureEnv(t *testing.T) *featureEnv {
 	t.Helper()
-	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(50)), byte(rand.IntN(256)), 0}), 24)
+	cidr := podrangetest.Range(t)
 	e := &featureEnv{t: t, objects: newFakeObjects(), rec: &recorded{}}
 	var agent *lifecycle.Agent[processruntime.PodStatus]
 	var mu sync.Mutex
 	e.rt = sandboxed(t, processruntime.Options{
-		PodCIDR: cidr, BridgeName: fmt.Sprintf("pkt%06x", rand.IntN(1<<24)),
+		PodCIDR: cidr, BridgeName: podrangetest.Bridge(t, "pkt"),
 		BackOff: 200 * time.Millisecond,
 		OnEvent: func(ev processruntime.Event) {
 			e.rec.runtime(ev)

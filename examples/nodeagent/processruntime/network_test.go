@@ -2,8 +2,6 @@ package processruntime_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -14,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/podkit/podkit/examples/internal/podrangetest"
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
@@ -26,8 +26,8 @@ func TestStartNetworkAfterOpen(t *testing.T) {
 	ev := newEvents()
 	rt := sandboxed(t, processruntime.Options{OnEvent: ev.add})
 	assert.Contains(t, rt.Containment().Network, "loopback only")
-	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(50)), byte(rand.IntN(256)), 0}), 24)
-	bridge := fmt.Sprintf("pkl%06x", rand.IntN(1<<24))
+	cidr := podrangetest.Range(t)
+	bridge := podrangetest.Bridge(t, "pkl")
 	require.NoError(t, rt.StartNetwork(cidr, bridge))
 	t.Cleanup(func() { require.NoError(t, rt.TeardownNetwork(context.Background())) })
 	require.NoError(t, rt.StartNetwork(cidr, bridge), "the same range again changes nothing")
@@ -53,8 +53,8 @@ func TestRemoveNetworkAfterClose(t *testing.T) {
 	}
 	stateDir := sandboxStateDir(t)
 	require.NoError(t, processruntime.RemoveNetwork(context.Background(), stateDir), "nothing to remove")
-	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(50)), byte(rand.IntN(256)), 0}), 24)
-	bridge := fmt.Sprintf("pkm%06x", rand.IntN(1<<24))
+	cidr := podrangetest.Range(t)
+	bridge := podrangetest.Bridge(t, "pkm")
 	rt := sandboxed(t, processruntime.Options{StateDir: stateDir, PodCIDR: cidr, BridgeName: bridge})
 	pod := shellPod(`exec sleep 300`)
 	_, err := syncPod(rt, pod)
@@ -83,10 +83,9 @@ func TestRemoveNetworkAfterClose(t *testing.T) {
 func TestAnotherRangeOnTheSameStateDirectory(t *testing.T) {
 	t.Parallel()
 	stateDir := sandboxStateDir(t)
-	base := byte(200 + rand.IntN(50))
-	first := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, base, byte(rand.IntN(128)), 0}), 24)
-	second := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, base, byte(128 + rand.IntN(128)), 0}), 24)
-	bridge := fmt.Sprintf("pka%06x", rand.IntN(1<<24))
+	first := podrangetest.Range(t)
+	second := podrangetest.Range(t)
+	bridge := podrangetest.Bridge(t, "pka")
 	rt := sandboxed(t, processruntime.Options{StateDir: stateDir, PodCIDR: first, BridgeName: bridge})
 	pod := shellPod(`exec sleep 300`)
 	_, err := syncPod(rt, pod)

@@ -2,11 +2,8 @@ package processruntime_test
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/podkit/podkit/examples/internal/podrangetest"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
@@ -66,10 +65,10 @@ func httpServerPod() *v1.Pod {
 // is an error.
 func TestPortForwardReachesThePodsPort(t *testing.T) {
 	t.Parallel()
-	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(50)), byte(rand.IntN(256)), 0}), 24)
+	cidr := podrangetest.Range(t)
 	for name, opts := range map[string]processruntime.Options{
 		"LoopbackOnly": {},
-		"PodNetwork":   {PodCIDR: cidr, BridgeName: fmt.Sprintf("pkf%06x", rand.IntN(1<<24))},
+		"PodNetwork":   {PodCIDR: cidr, BridgeName: podrangetest.Bridge(t, "pkf")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rt := sandboxed(t, opts)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/podkit/podkit/examples/internal/podrangetest"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -366,8 +367,8 @@ func TestAttackPodNetwork(t *testing.T) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("no ip(8) to check the network with")
 	}
-	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(50)), byte(rand.IntN(256)), 0}), 24)
-	bridge := fmt.Sprintf("pkr%06x", rand.IntN(1<<24))
+	cidr := podrangetest.Range(t)
+	bridge := podrangetest.Bridge(t, "pkr")
 	ev := newEvents()
 	rt := sandboxed(t, processruntime.Options{OnEvent: ev.add, PodCIDR: cidr, BridgeName: bridge})
 	t.Cleanup(func() {

@@ -2,16 +2,15 @@ package processruntime_test
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
-	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/podkit/podkit/examples/internal/podrangetest"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -48,13 +47,13 @@ func containerStats(s processruntime.PodStats, name string) processruntime.Conta
 // measured. With a pod network, the traffic of its eth0 is counted.
 func TestPodStatsMoveWithThePodsWork(t *testing.T) {
 	t.Parallel()
-	cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(50)), byte(rand.IntN(256)), 0}), 24)
+	cidr := podrangetest.Range(t)
 	for name, sandbox := range map[string]bool{"Host": false, "Sandbox": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var rt *processruntime.Runtime
 			if sandbox {
-				rt = sandboxed(t, processruntime.Options{PodCIDR: cidr, BridgeName: fmt.Sprintf("pks%06x", rand.IntN(1<<24))})
+				rt = sandboxed(t, processruntime.Options{PodCIDR: cidr, BridgeName: podrangetest.Bridge(t, "pks")})
 				t.Cleanup(func() { require.NoError(t, rt.TeardownNetwork(context.Background())) })
 			} else {
 				rt = openRuntime(t, processruntime.Options{Sandbox: processruntime.SandboxOff})

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/podkit/podkit/examples/internal/podrangetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -75,8 +77,8 @@ func effectiveCaps() (uint64, error) {
 func testOptions(t *testing.T) Options {
 	return Options{
 		StateDir:   filepath.Join(t.TempDir(), "state"),
-		PodCIDR:    netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(50)), byte(rand.IntN(256)), 0}), 24),
-		BridgeName: fmt.Sprintf("pkt%06x", rand.IntN(1<<24)),
+		PodCIDR:    podrangetest.Range(t),
+		BridgeName: podrangetest.Bridge(t, "pkt"),
 	}
 }
 
