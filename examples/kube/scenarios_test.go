@@ -16,6 +16,7 @@ func TestCluster(t *testing.T) {
 		{"Job", testJob},
 		{"DaemonSet", testDaemonSet},
 		{"NodeFailure", testNodeFailure},
+		{"NodeReregistration", testNodeReregistration},
 		{"AgentRestart", testClusterAgentRestart},
 		{"Drain", testDrain},
 		{"NamespaceDeletion", testNamespaceDeletion},
