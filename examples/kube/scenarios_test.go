@@ -17,6 +17,7 @@ func TestCluster(t *testing.T) {
 		{"DaemonSet", testDaemonSet},
 		{"NodeFailure", testNodeFailure},
 		{"NodeReregistration", testNodeReregistration},
+		{"BootstrapJoin", testBootstrapJoin},
 		{"AgentRestart", testClusterAgentRestart},
 		{"Drain", testDrain},
 		{"NamespaceDeletion", testNamespaceDeletion},
