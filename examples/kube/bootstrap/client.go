@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/certificate"
-	"k8s.io/klog/v2"
 )
 
 // The names of the certificate pairs in the certificate directory, as the
@@ -81,17 +79,10 @@ type ClientOptions struct {
 // one. Create a Client with NewClient, run it with Run (from a goroutine
 // of its own), and wait for WaitForCertificate before using Config.
 type Client struct {
-	opts    ClientOptions
-	store   certificate.FileStore
-	manager certificate.Manager
-	config  *rest.Config
-	// managerCtx is the manager's; cancelled when Run returns or by
-	// Close.
-	managerCtx context.Context
-	cancel     context.CancelFunc
-
-	mu  sync.Mutex
-	ran bool
+	opts   ClientOptions
+	store  certificate.FileStore
+	config *rest.Config
+	*rotation
 }
 
 // NewClient checks opts, reads the bootstrap kubeconfig and the pair
@@ -122,8 +113,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	nodeConfig.CertFile, nodeConfig.KeyFile = store.CurrentPath(), store.CurrentPath()
 	nodeConfig.UserAgent = "podkit-agent/" + opts.NodeName
 
-	c := &Client{opts: opts, store: store, config: nodeConfig}
-	c.managerCtx, c.cancel = context.WithCancel(klog.NewContext(context.Background(), opts.Logger))
+	c := &Client{opts: opts, store: store, config: nodeConfig, rotation: newRotation("Client", opts.Logger)}
 	var lifetime *time.Duration
 	if opts.RequestedLifetime != 0 {
 		lifetime = &opts.RequestedLifetime
@@ -147,10 +137,10 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		Usages:                       []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
 		RequestedCertificateLifetime: lifetime,
 		CertificateStore:             store,
-		Ctx:                          &c.managerCtx,
+		Ctx:                          &c.rotation.ctx,
 	})
 	if err != nil {
-		c.cancel()
+		c.close()
 		return nil, fmt.Errorf("bootstrap: the client certificate manager: %w", err)
 	}
 	return c, nil
@@ -191,26 +181,11 @@ func (c *Client) Current() *tls.Certificate { return c.manager.Current() }
 // then it stops the manager and returns nil. It may be called once. The
 // manager's goroutines are client-go's: they end as soon as they see it
 // stopped.
-func (c *Client) Run(ctx context.Context) error {
-	c.mu.Lock()
-	if c.ran {
-		c.mu.Unlock()
-		return errors.New("bootstrap: Client.Run called twice")
-	}
-	c.ran = true
-	c.mu.Unlock()
-	defer c.Close()
-	c.manager.Start()
-	<-ctx.Done()
-	return nil
-}
+func (c *Client) Run(ctx context.Context) error { return c.run(ctx) }
 
 // Close stops the certificate manager. Run calls it when it returns; call
 // it for a Client that will not run. It is idempotent.
-func (c *Client) Close() {
-	c.manager.Stop()
-	c.cancel()
-}
+func (c *Client) Close() { c.close() }
 
 // WaitForCertificate blocks until the node has a valid client certificate
 // (at once when CertDir held one) and, when ClientOptions.Kubeconfig is

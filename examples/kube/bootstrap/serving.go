@@ -8,14 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/certificate"
-	"k8s.io/klog/v2"
 )
 
 // ServingOptions configure a Serving. NodeName, Client, CertDir and at
@@ -58,13 +56,8 @@ type ServingOptions struct {
 // Create it with NewServing, run it with Run, and give GetCertificate to
 // the TLS server.
 type Serving struct {
-	opts       ServingOptions
-	manager    certificate.Manager
-	managerCtx context.Context
-	cancel     context.CancelFunc
-
-	mu  sync.Mutex
-	ran bool
+	opts ServingOptions
+	*rotation
 }
 
 // NewServing checks opts and builds the certificate manager over the
@@ -86,8 +79,7 @@ func NewServing(opts ServingOptions) (*Serving, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Serving{opts: opts}
-	s.managerCtx, s.cancel = context.WithCancel(klog.NewContext(context.Background(), opts.Logger))
+	s := &Serving{opts: opts, rotation: newRotation("Serving", opts.Logger)}
 	var lifetime *time.Duration
 	if opts.RequestedLifetime != 0 {
 		lifetime = &opts.RequestedLifetime
@@ -104,10 +96,10 @@ func NewServing(opts ServingOptions) (*Serving, error) {
 		Usages:                       []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
 		RequestedCertificateLifetime: lifetime,
 		CertificateStore:             store,
-		Ctx:                          &s.managerCtx,
+		Ctx:                          &s.rotation.ctx,
 	})
 	if err != nil {
-		s.cancel()
+		s.close()
 		return nil, fmt.Errorf("bootstrap: the serving certificate manager: %w", err)
 	}
 	return s, nil
@@ -132,22 +124,7 @@ func (s *Serving) Current() *tls.Certificate { return s.manager.Current() }
 
 // Run starts the certificate manager and blocks until ctx ends, then
 // stops it and returns nil. It may be called once.
-func (s *Serving) Run(ctx context.Context) error {
-	s.mu.Lock()
-	if s.ran {
-		s.mu.Unlock()
-		return errors.New("bootstrap: Serving.Run called twice")
-	}
-	s.ran = true
-	s.mu.Unlock()
-	defer s.Close()
-	s.manager.Start()
-	<-ctx.Done()
-	return nil
-}
+func (s *Serving) Run(ctx context.Context) error { return s.run(ctx) }
 
 // Close stops the certificate manager; idempotent.
-func (s *Serving) Close() {
-	s.manager.Stop()
-	s.cancel()
-}
+func (s *Serving) Close() { s.close() }
