@@ -43,6 +43,8 @@ type Cluster struct {
 	// approver approves the nodes' serving CSRs (package csrapprover),
 	// which the controller manager signs but does not approve.
 	approver *background.Task
+	// metrics is metrics-server, when Options.MetricsServer.
+	metrics *metricsServer
 
 	adminConfig *rest.Config
 	admin       kubernetes.Interface
@@ -95,6 +97,17 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	approver := &csrapprover.Approver{Client: c.admin, Logger: opts.Logger.WithName("csrapprover")}
 	c.approver = background.Go(approver.Run)
+	if opts.MetricsServer {
+		metricsBinary := opts.MetricsServerBinary
+		if metricsBinary == "" {
+			if metricsBinary, err = BuildMetricsServer(ctx, opts.ControlPlaneLog); err != nil {
+				return nil, err
+			}
+		}
+		if c.metrics, err = c.startMetricsServer(ctx, metricsBinary, filepath.Join(c.dir, controlPlaneDirName)); err != nil {
+			return nil, err
+		}
+	}
 	for _, n := range opts.Nodes {
 		if _, err := c.addNode(n); err != nil {
 			return nil, err
@@ -311,6 +324,9 @@ func (c *Cluster) Close() error {
 		stateDirs = append(stateDirs, n.StateDir())
 	}
 	errs = append(errs, StopPodProcesses(stateDirs...))
+	if c.metrics != nil {
+		errs = append(errs, c.metrics.stop())
+	}
 	if c.approver != nil {
 		errs = append(errs, c.approver.Stop())
 	}

@@ -16,6 +16,12 @@
 // processes and the control plane, removes the temporary directory and the
 // kubeconfig, and exits 0.
 //
+// With --metrics-server it runs metrics-server too, so kubectl
+// top node and top pod answer once it has scraped the nodes twice (about 30
+// seconds), and an approver of the nodes' serving certificate requests, so
+// a podkit-agent joining with --bootstrap-kubeconfig and
+// --rotate-server-certificates gets its certificates.
+//
 // It is package clustertest as a command; see examples/kube's README for
 // what it is good for and what not.
 package main
@@ -53,6 +59,7 @@ func run() error {
 		verbosity  = flag.Int("v", 0, "log verbosity of the agents")
 		quiet      = flag.Bool("quiet", false, "do not print nodes and pods as they change")
 		binary     = flag.String("control-plane", "", "a podkit-controlplane binary to run (default: built from this module's source)")
+		metrics    = flag.Bool("metrics-server", false, "run metrics-server, for kubectl top (built the first time: minutes)")
 	)
 	flag.Parse()
 	if *nodes < 0 {
@@ -105,6 +112,7 @@ func run() error {
 		Logger:          logger,
 		ControlPlane:    *binary,
 		ControlPlaneLog: logs,
+		MetricsServer:   *metrics,
 	})
 	if err != nil {
 		return err
