@@ -16,6 +16,8 @@ func TestCluster(t *testing.T) {
 		{"Job", testJob},
 		{"DaemonSet", testDaemonSet},
 		{"NodeFailure", testNodeFailure},
+		{"NodeReregistration", testNodeReregistration},
+		{"BootstrapJoin", testBootstrapJoin},
 		{"AgentRestart", testClusterAgentRestart},
 		{"Drain", testDrain},
 		{"NamespaceDeletion", testNamespaceDeletion},

@@ -134,6 +134,8 @@ type Agent struct {
 	rt       *processruntime.Runtime
 	lc       *lifecycle.Agent[processruntime.PodStatus]
 	recorder *events.Recorder
+	// registration registers the Node, and again when it is deleted.
+	registration *nodestatus.Registration
 
 	// node is the registered Node, set by Run before the sync loop starts
 	// (admission reads its allocatable resources).
@@ -223,6 +225,7 @@ func (a *Agent) build() error {
 	if err != nil {
 		return err
 	}
+	a.registration = a.newRegistration(writer)
 	syncer := statuswriter.WrapSyncer(nodemetrics.WrapSyncer(a.rt, metrics, podRuns(a.rt)), writer, a.derive)
 	a.lc, err = lifecycle.NewAgent(syncer, lifecycle.AgentOptions[processruntime.PodStatus]{
 		Workers: podworker.Options[processruntime.PodStatus]{Metrics: metrics.Provider(), Status: a.rt, ResyncInterval: cfg.ResyncInterval},
@@ -271,6 +274,7 @@ func (a *Agent) build() error {
 		}}),
 		a.lc.Add("event recorder", a.recorder),
 		a.lc.Add("status writer", lifecycle.RunnableFunc(func(ctx context.Context) error { return writer.Run(ctx, a.lc.Workers()) })),
+		a.lc.Add("node registration", lifecycle.RunnableFunc(a.registration.Run)),
 	}
 	if cfg.ManifestDir != "" {
 		manifests, err := podconfig.NewManifestSource(cfg.ManifestDir, podconfig.ManifestOptions{NodeName: cfg.NodeName, Interval: cfg.ManifestInterval, Recorder: a.recorder, Logger: log.WithName("manifests")})
@@ -280,7 +284,7 @@ func (a *Agent) build() error {
 		adds = append(adds, a.lc.AddSource(manifests))
 	}
 	if cfg.HeartbeatInterval >= 0 {
-		hb := &nodestatus.Heartbeat{Client: cfg.Client, NodeName: cfg.NodeName, Interval: cfg.HeartbeatInterval, Health: a.health, Recorder: a.recorder}
+		hb := &nodestatus.Heartbeat{Client: cfg.Client, NodeName: cfg.NodeName, Interval: cfg.HeartbeatInterval, Health: a.health, Recorder: a.recorder, OnNodeMissing: a.registration.NodeMissing}
 		adds = append(adds, a.lc.Add("node heartbeat", lifecycle.RunnableFunc(hb.Run)))
 	}
 	if cfg.KubeletAPI != nil {
@@ -335,11 +339,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Unlock()
 	defer a.Close()
 
-	want := a.cfg.Node
-	if want == nil {
-		want = NodeObject(a.cfg.NodeName)
-	}
-	node, err := nodestatus.Register(ctx, a.cfg.Client.CoreV1(), want)
+	node, err := a.registration.Register(ctx)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -373,6 +373,14 @@ func (a *Agent) Close() {
 // snapshots and WaitFor say where each pod stands. After Run has returned
 // they still answer, from the state at shutdown.
 func (a *Agent) Workers() *podworker.PodWorkers[processruntime.PodStatus] { return a.lc.Workers() }
+
+// Containment says how the agent's runtime contains its pods (sandbox,
+// cgroups, limits, network), and HostAccess whether pods may ask for what
+// reaches the host (Config.AllowHostAccess): for a command's startup
+// message. Safe to call from any goroutine.
+func (a *Agent) Containment() (c processruntime.Containment, hostAccess bool) {
+	return a.rt.Containment(), a.cfg.AllowHostAccess
+}
 
 // Client returns Config.Client, for the agent's command to read what it
 // wrote.

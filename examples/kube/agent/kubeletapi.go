@@ -37,9 +37,13 @@ type KubeletAPIConfig struct {
 	// Port is the port to listen on; 0 picks a free one. The port
 	// listened on is published in the Node's status.daemonEndpoints.
 	Port int
-	// Certificate is the serving certificate (required); it should name
-	// Address.
+	// Certificate is the serving certificate (required unless
+	// GetCertificate is set); it should name Address.
 	Certificate tls.Certificate
+	// GetCertificate, when set, gives the serving certificate at each
+	// handshake instead (kubeletserver.Options.GetCertificate): a rotating
+	// one, such as package bootstrap's Serving.GetCertificate.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// ClientCA holds the PEM CA certificates whose client certificates
 	// identify users, as the kubelet's --client-ca-file (required).
 	ClientCA []byte
@@ -68,6 +72,8 @@ func newKubeletAPI(cfg *KubeletAPIConfig, nodeName string, client kubernetes.Int
 		RunningPods:   runtimeRunningPods(rt, couldRun),
 		Metrics:       m.Registry(),
 		Logger:        log,
+
+		GetCertificate: cfg.GetCertificate,
 	})
 	if err != nil {
 		return nil, err

@@ -45,6 +45,33 @@ const controlPlanePackage = "./cmd/podkit-controlplane"
 // "go list -m" gives from the working directory. Errors say which step
 // failed, with the go command's output.
 func BuildControlPlane(ctx context.Context, log io.Writer) (string, error) {
+	return buildProgram(ctx, log, "control-plane", ".", controlPlanePackage, raceEnabled())
+}
+
+// metricsServerPackage is metrics-server's command, the tool of the
+// module in metricsServerModule, whose go.mod pins it with the Kubernetes
+// libraries it was released with (it does not run against this module's
+// newer ones).
+const (
+	metricsServerPackage = "sigs.k8s.io/metrics-server/cmd/metrics-server"
+	metricsServerModule  = "internal/metricsserver"
+)
+
+// BuildMetricsServer builds metrics-server (sigs.k8s.io/metrics-server, at
+// the version internal/metricsserver/go.mod requires) as BuildControlPlane
+// builds the control plane, without the race detector (it is not podkit's
+// code), into os.UserCacheDir()/podkit/metrics-server/..., and returns the
+// binary's path. The first build compiles its own Kubernetes libraries
+// (minutes); later ones find it up to date in seconds.
+func BuildMetricsServer(ctx context.Context, log io.Writer) (string, error) {
+	return buildProgram(ctx, log, "metrics-server", metricsServerModule, metricsServerPackage, false)
+}
+
+// buildProgram builds pkg (with -race when race) in the directory subdir
+// of this module's (a module of its own, or "."), into the user's cache
+// directory's podkit/<name>/<key>, under a lock, and returns the binary's
+// path.
+func buildProgram(ctx context.Context, log io.Writer, name, subdir, pkg string, race bool) (string, error) {
 	if log == nil {
 		log = io.Discard
 	}
@@ -52,13 +79,12 @@ func BuildControlPlane(ctx context.Context, log io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	race := raceEnabled()
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = os.TempDir()
 	}
 	key := sha256.Sum256([]byte(fmt.Sprintf("%s race=%v", moduleDir, race)))
-	outDir := filepath.Join(cache, "podkit", "control-plane", hex.EncodeToString(key[:8]))
+	outDir := filepath.Join(cache, "podkit", name, hex.EncodeToString(key[:8]))
 	if err := os.MkdirAll(outDir, privateDir); err != nil {
 		return "", fmt.Errorf("clustertest: building the control plane: %w", err)
 	}
@@ -68,12 +94,12 @@ func BuildControlPlane(ctx context.Context, log io.Writer) (string, error) {
 	}
 	defer unlock()
 
-	out := filepath.Join(outDir, "podkit-controlplane")
+	out := filepath.Join(outDir, filepath.Base(pkg))
 	args := []string{"build", "-buildvcs=false", "-o", out}
 	if race {
 		args = append(args, "-race")
 	}
-	if _, err := goCommand(ctx, moduleDir, log, append(args, controlPlanePackage)...); err != nil {
+	if _, err := goCommand(ctx, filepath.Join(moduleDir, subdir), log, append(args, pkg)...); err != nil {
 		return "", err
 	}
 	return out, nil

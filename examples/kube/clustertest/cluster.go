@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/podkit/podkit/examples/kube/agent"
+	"github.com/podkit/podkit/examples/kube/csrapprover"
+	"github.com/podkit/podkit/examples/kube/internal/background"
 	"github.com/podkit/podkit/examples/kube/internal/controlplane"
 	"github.com/podkit/podkit/examples/kube/nodestatus"
 )
@@ -38,6 +40,11 @@ type Cluster struct {
 	ca        *authority
 
 	controlPlane *controlPlane
+	// approver approves the nodes' serving CSRs (package csrapprover),
+	// which the controller manager signs but does not approve.
+	approver *background.Task
+	// metrics is metrics-server, when Options.MetricsServer.
+	metrics *metricsServer
 
 	adminConfig *rest.Config
 	admin       kubernetes.Interface
@@ -84,6 +91,22 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}()
 	if err := c.startControlPlane(ctx, binary); err != nil {
 		return nil, err
+	}
+	if err := c.createBootstrapRBAC(ctx); err != nil {
+		return nil, err
+	}
+	approver := &csrapprover.Approver{Client: c.admin, Logger: opts.Logger.WithName("csrapprover")}
+	c.approver = background.Go(approver.Run)
+	if opts.MetricsServer {
+		metricsBinary := opts.MetricsServerBinary
+		if metricsBinary == "" {
+			if metricsBinary, err = BuildMetricsServer(ctx, opts.ControlPlaneLog); err != nil {
+				return nil, err
+			}
+		}
+		if c.metrics, err = c.startMetricsServer(ctx, metricsBinary, filepath.Join(c.dir, controlPlaneDirName)); err != nil {
+			return nil, err
+		}
 	}
 	for _, n := range opts.Nodes {
 		if _, err := c.addNode(n); err != nil {
@@ -305,6 +328,12 @@ func (c *Cluster) Close() error {
 		stateDirs = append(stateDirs, n.StateDir())
 	}
 	errs = append(errs, StopPodProcesses(stateDirs...), removeNetworks(stateDirs))
+	if c.metrics != nil {
+		errs = append(errs, c.metrics.stop())
+	}
+	if c.approver != nil {
+		errs = append(errs, c.approver.Stop())
+	}
 	if c.controlPlane != nil {
 		errs = append(errs, c.controlPlane.stop())
 	}

@@ -16,7 +16,11 @@
 //   - kube-apiserver, on 127.0.0.1, authorizing with Node,RBAC and the
 //     NodeRestriction admission plugin, with the ServiceAccount admission
 //     plugin on; it reaches the nodes' kubelet API with a client
-//     certificate and checks their serving certificates; it reports the
+//     certificate and checks their serving certificates; it takes
+//     bootstrap tokens (CreateBootstrapToken, WriteBootstrapKubeconfig:
+//     a node joins by TLS bootstrap, as on a kubeadm cluster, with the
+//     RBAC kubeadm creates for it); it proxies aggregated APIs with a
+//     front-proxy client certificate; it reports the
 //     version of k8s.io/kubernetes it is built from (kubectl version);
 //   - kube-scheduler;
 //   - kube-controller-manager with its default controllers (the same
@@ -25,11 +29,15 @@
 //     collection, namespaces, endpoints and EndpointSlices, service
 //     accounts and their tokens, node lifecycle and taint eviction, node
 //     IPAM, disruption budgets, resource quotas, pod GC, TTL after
-//     finished, CSR approval and signing, volumes...), but for the
-//     serving-ClusterTrustBundle publisher; node-lifecycle timings short
+//     finished, CSR approval and signing, volumes...) plus the bootstrap
+//     signer and token cleaner, but for the serving-ClusterTrustBundle
+//     publisher; node-lifecycle timings short
 //     enough for tests (Options.NodeMonitorGracePeriod,
 //     Options.PodEvictionSeconds); each Node gets a /24 of the cluster's
 //     pod range (Options.ClusterCIDR) as spec.podCIDR;
+//   - in this process, an approver of the nodes' serving CSRs (package
+//     csrapprover), which kube-controller-manager signs but does not
+//     approve;
 //   - in this process, one podkit node per NodeOptions: an agent (by default
 //     package agent's, over the process runtime; Options.NewAgent for
 //     yours) with its own node identity (a client certificate for

@@ -41,8 +41,9 @@ const (
 // writeControlPlaneFiles creates the cluster CA and the etcd CA, and
 // writes into files (the control plane's directory, which exists) every
 // key, certificate and kubeconfig podkit-controlplane reads, each readable
-// by its owner only, for an API server at host. The etcd CA's key is not
-// written: it has signed everything it ever will.
+// by its owner only, for an API server at host. The etcd CA's and the
+// front proxy CA's keys are not written: they have signed everything they
+// ever will.
 func (c *Cluster) writeControlPlaneFiles(files controlplane.Files, host string) error {
 	if err := os.MkdirAll(filepath.Dir(files.CACert), privateDir); err != nil {
 		return fmt.Errorf("clustertest: %w", err)
@@ -54,6 +55,10 @@ func (c *Cluster) writeControlPlaneFiles(files controlplane.Files, host string) 
 	etcdCA, err := newAuthority("podkit-etcd-ca")
 	if err != nil {
 		return fmt.Errorf("clustertest: the etcd CA: %w", err)
+	}
+	frontProxyCA, err := newAuthority("podkit-front-proxy-ca")
+	if err != nil {
+		return fmt.Errorf("clustertest: the front proxy CA: %w", err)
 	}
 	loopback := []net.IP{net.IPv4(127, 0, 0, 1)}
 	steps := []func() error{
@@ -77,6 +82,10 @@ func (c *Cluster) writeControlPlaneFiles(files controlplane.Files, host string) 
 		},
 		func() error {
 			return issueAndWrite(etcdCA.clientCert("kube-apiserver-etcd-client"))(files.APIServerEtcdClientCert, files.APIServerEtcdClientKey)
+		},
+		func() error { return frontProxyCA.writeCert(files.FrontProxyCACert) },
+		func() error {
+			return issueAndWrite(frontProxyCA.clientCert(controlplane.FrontProxyClientName))(files.FrontProxyClientCert, files.FrontProxyClientKey)
 		},
 		func() error { return c.writeUserKubeconfig(files.SchedulerKubeconfig, host, schedulerUser) },
 		func() error {

@@ -87,6 +87,15 @@ type Options struct {
 	// ClusterDomain defaults to DefaultClusterDomain.
 	ClusterDNS    []netip.Addr
 	ClusterDomain string
+	// MetricsServer runs metrics-server (sigs.k8s.io/metrics-server, at
+	// the version internal/metricsserver/go.mod pins) beside the control
+	// plane, as the resource metrics API (metrics.k8s.io) that kubectl top and the
+	// horizontal pod autoscaler read, from the nodes' /metrics/resource.
+	// Start builds it (BuildMetricsServer) unless MetricsServerBinary
+	// names one, and returns once it listens, before its first scrape
+	// (kubectl top answers after two scrapes, 15 seconds apart).
+	MetricsServer       bool
+	MetricsServerBinary string
 	// APIServerFlags, SchedulerFlags and ControllerManagerFlags are extra
 	// command-line flags of each component, applied after (and so
 	// winning over) the harness's own.

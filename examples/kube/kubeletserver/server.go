@@ -83,6 +83,12 @@ type Options struct {
 	// the Node publishes (an IP SAN for an InternalIP); the API server
 	// checks it when started with --kubelet-certificate-authority.
 	Certificate tls.Certificate
+	// GetCertificate, when set, gives the serving certificate at each TLS
+	// handshake, and Certificate is not used, as tls.Config.GetCertificate: a
+	// certificate that rotates (package bootstrap's, from the
+	// kubernetes.io/kubelet-serving signer). It is called from the
+	// server's connection goroutines; an error fails the handshake.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// ClientCA holds the PEM certificates of the CAs whose client
 	// certificates identify users (the API server's
 	// --kubelet-client-certificate must be signed by one of them).
@@ -169,8 +175,8 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.NodeName == "":
 		return o, errors.New("kubeletserver: Options.NodeName is required")
-	case len(o.Certificate.Certificate) == 0:
-		return o, errors.New("kubeletserver: Options.Certificate is required")
+	case len(o.Certificate.Certificate) == 0 && o.GetCertificate == nil:
+		return o, errors.New("kubeletserver: Options.Certificate or Options.GetCertificate is required")
 	case len(o.ClientCA) == 0:
 		return o, errors.New("kubeletserver: Options.ClientCA is required")
 	case o.Client == nil:
@@ -303,6 +309,17 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// certificates is the static serving certificate, if any. With
+// GetCertificate set there is none: crypto/tls asks GetCertificate only
+// when Certificates is empty or the client sent a server name, which a
+// client dialing an IP (the API server) does not.
+func (s *Server) certificates() []tls.Certificate {
+	if s.opts.GetCertificate != nil || len(s.opts.Certificate.Certificate) == 0 {
+		return nil
+	}
+	return []tls.Certificate{s.opts.Certificate}
+}
+
 // Serve serves HTTPS on l until ctx ends, then shuts down: it stops
 // accepting, ends the streams (their contexts end, their connections are
 // closed), waits up to a few seconds for plain requests in flight, closes
@@ -321,8 +338,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		ErrorLog:          s.errLog,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		TLSConfig: &tls.Config{
-			MinVersion:   tls.VersionTLS12,
-			Certificates: []tls.Certificate{s.opts.Certificate},
+			MinVersion:     tls.VersionTLS12,
+			Certificates:   s.certificates(),
+			GetCertificate: s.opts.GetCertificate,
 			// The certificate is verified by the authenticator, against
 			// the client CA; a request without one may still carry a
 			// bearer token.

@@ -88,6 +88,10 @@ type Heartbeat struct {
 	// on the Node each time a beat changes the status of its Ready
 	// condition (or posts the first one), as the kubelet records them.
 	Recorder event.Recorder
+	// OnNodeMissing, when set, is called from the beat's goroutine when
+	// the Node is not found (deleted): Registration.NodeMissing, so the
+	// Node is registered again. It must not block.
+	OnNodeMissing func()
 }
 
 func (h *Heartbeat) clock() clock.WithTicker {
@@ -126,15 +130,20 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 // fails.
 func (h *Heartbeat) Beat(ctx context.Context) error {
 	now := metav1.NewTime(h.clock().Now())
-	statusErr := h.patchReady(ctx, now)
-	leaseErr := h.renewLease(ctx, now)
+	node, statusErr := h.patchReady(ctx, now)
+	leaseErr := h.renewLease(ctx, now, node)
 	return errors.Join(statusErr, leaseErr)
 }
 
-func (h *Heartbeat) patchReady(ctx context.Context, now metav1.Time) error {
+// patchReady posts the Ready condition and returns the Node it read (nil
+// when it could not read it).
+func (h *Heartbeat) patchReady(ctx context.Context, now metav1.Time) (*v1.Node, error) {
 	node, err := h.Client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("nodestatus: heartbeat of node %q: %w", h.NodeName, err)
+		if apierrors.IsNotFound(err) && h.OnNodeMissing != nil {
+			h.OnNodeMissing()
+		}
+		return nil, fmt.Errorf("nodestatus: heartbeat of node %q: %w", h.NodeName, err)
 	}
 	ready := v1.NodeCondition{
 		Type:              v1.NodeReady,
@@ -161,10 +170,10 @@ func (h *Heartbeat) patchReady(ctx context.Context, now metav1.Time) error {
 		"status": map[string]any{"conditions": []v1.NodeCondition{ready}},
 	})
 	if err != nil {
-		return err
+		return node, err
 	}
 	if _, err := h.Client.CoreV1().Nodes().PatchStatus(ctx, h.NodeName, patch); err != nil {
-		return fmt.Errorf("nodestatus: heartbeat of node %q: patching its status: %w", h.NodeName, err)
+		return node, fmt.Errorf("nodestatus: heartbeat of node %q: patching its status: %w", h.NodeName, err)
 	}
 	if changed && h.Recorder != nil {
 		reason := events.ReasonNodeReady
@@ -173,10 +182,19 @@ func (h *Heartbeat) patchReady(ctx context.Context, now metav1.Time) error {
 		}
 		h.Recorder.Eventf(events.NodeRef(node), v1.EventTypeNormal, reason, "%s", events.NodeStatusMessage(h.NodeName, reason))
 	}
-	return nil
+	return node, nil
 }
 
-func (h *Heartbeat) renewLease(ctx context.Context, now metav1.Time) error {
+// nodeOwner is the owner reference of a Lease to node.
+func nodeOwner(node *v1.Node) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+}
+
+// renewLease creates or renews the Lease. node is the Node this beat read,
+// or nil: a Lease is owned by it (the garbage collector deletes the Lease
+// of a deleted Node), and a Lease still owned by a Node deleted and
+// registered again is given to the new one, so the collector leaves it.
+func (h *Heartbeat) renewLease(ctx context.Context, now metav1.Time, node *v1.Node) error {
 	duration := h.LeaseDuration
 	if duration <= 0 {
 		duration = 40 * time.Second
@@ -194,10 +212,8 @@ func (h *Heartbeat) renewLease(ctx context.Context, now metav1.Time) error {
 				RenewTime:            &renew,
 			},
 		}
-		if node, err := h.Client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{}); err == nil {
-			lease.OwnerReferences = []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
-			}}
+		if node != nil {
+			lease.OwnerReferences = nodeOwner(node)
 		}
 		_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
 		if err != nil {
@@ -210,6 +226,9 @@ func (h *Heartbeat) renewLease(ctx context.Context, now metav1.Time) error {
 	lease.Spec.RenewTime = &renew
 	lease.Spec.HolderIdentity = ptr.To(h.NodeName)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(duration / time.Second))
+	if node != nil && (len(lease.OwnerReferences) != 1 || lease.OwnerReferences[0].UID != node.UID) {
+		lease.OwnerReferences = nodeOwner(node)
+	}
 	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("nodestatus: renewing the lease of node %q: %w", h.NodeName, err)
 	}

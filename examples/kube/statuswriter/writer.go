@@ -215,6 +215,13 @@ func (w *Writer) Enqueue(uid types.UID) {
 	}
 }
 
+// EnqueueAll schedules a check of every pod with a recorded status, each
+// written again where the API server's differs: for when statuses in the
+// API server may have changed behind the writer's back, as after the
+// node's Node was deleted and registered again. It never blocks. Before
+// Run starts and after it returned it does nothing.
+func (w *Writer) EnqueueAll() { w.enqueueRecorded() }
+
 // enqueueRecorded schedules a check of every pod with a recorded status.
 func (w *Writer) enqueueRecorded() {
 	w.mu.Lock()

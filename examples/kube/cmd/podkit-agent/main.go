@@ -20,7 +20,16 @@
 // To run with a node identity, give it a kubeconfig for the user
 // system:node:<node-name> in group system:nodes: under
 // --authorization-mode=Node,RBAC and the NodeRestriction admission plugin
-// the agent needs nothing more.
+// the agent needs nothing more. Or let it join as a kubelet joins a
+// kubeadm or k3s cluster, with a bootstrap token:
+//
+//	podkit-agent --bootstrap-kubeconfig bootstrap.conf --kubeconfig node.conf \
+//	    --client-ca-file ca.crt --rotate-server-certificates
+//
+// gets its client certificate by TLS bootstrap, keeps it in --cert-dir and
+// rotates it (package bootstrap); with --rotate-server-certificates its
+// kubelet API serves a certificate of the kubernetes.io/kubelet-serving
+// signer, whose CSRs the cluster must approve (package csrapprover).
 //
 // Pods run in a sandbox of their own where the machine allows it
 // (--sandbox), on the node's pod network: a bridge with an address of the
@@ -51,7 +60,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/podkit/podkit/examples/kube/agent"
@@ -122,10 +130,14 @@ func run() error {
 	if budget.GracePeriod <= 0 || budget.CriticalGracePeriod < 0 || budget.CriticalGracePeriod > budget.GracePeriod {
 		return fmt.Errorf("--shutdown-grace-period (%v) must be positive and --shutdown-grace-period-critical-pods (%v) between 0 and it", *grace, *critical)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(*verbosity)))
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	cfg, joined, err := clientConfig(ctx, *kubeconfig, *nodeName, *stateDir, logger)
+	defer joined.stop()
 	if err != nil {
-		return fmt.Errorf("loading the kubeconfig: %w", err)
+		return err
 	}
 	cfg.UserAgent = "podkit-agent/" + *nodeName
 	// client-go's default (5 per second) would hold back the status
@@ -135,10 +147,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(*verbosity)))
 
 	api, err := kubeletAPI(*clientCA, *nodeIP, *kubeletPort, *tlsCert, *tlsKey)
 	if err != nil {
+		return err
+	}
+	if err := joined.serve(api, client, *nodeName, logger); err != nil {
 		return err
 	}
 	if api == nil {
@@ -147,7 +161,7 @@ func run() error {
 	// The pods' sandboxes hide the agent's credentials (its state
 	// directory is hidden anyway).
 	var masks []string
-	for _, p := range []string{*kubeconfig, *clientCA, *tlsCert, *tlsKey} {
+	for _, p := range []string{*kubeconfig, *clientCA, *tlsCert, *tlsKey, *bootstrapKubeconfig, *certDir} {
 		if p != "" {
 			if abs, err := filepath.Abs(p); err == nil {
 				masks = append(masks, abs)
@@ -178,8 +192,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// An explicit node shutdown (SIGUSR1, or podkit-agent shutdown on the
 	// socket) stops the pods within the budget, then ends the agent.
 	ctx, shutDown := context.WithCancel(ctx)

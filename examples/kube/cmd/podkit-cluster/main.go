@@ -27,6 +27,12 @@
 // bridge of the node's own; elsewhere in the host's namespaces (see
 // package clustertest).
 //
+// With --metrics-server it runs metrics-server too, so kubectl
+// top node and top pod answer once it has scraped the nodes twice (about 30
+// seconds), and an approver of the nodes' serving certificate requests, so
+// a podkit-agent joining with --bootstrap-kubeconfig and
+// --rotate-server-certificates gets its certificates.
+//
 // It is package clustertest as a command; see examples/kube's README for
 // what it is good for and what not.
 package main
@@ -48,6 +54,7 @@ import (
 
 	"k8s.io/klog/v2/textlogger"
 
+	"github.com/podkit/podkit/examples/kube/agent"
 	"github.com/podkit/podkit/examples/kube/clustertest"
 	"github.com/podkit/podkit/lifecycle/nodeshutdown"
 )
@@ -69,6 +76,7 @@ func run() error {
 		binary     = flag.String("control-plane", "", "a podkit-controlplane binary to run (default: built from this module's source)")
 		grace      = flag.Duration("shutdown-grace-period", 30*time.Second, "at Ctrl-C, how long the nodes' graceful shutdown may take in all: each pod gets its terminationGracePeriodSeconds within it (0: no graceful shutdown, pods get 1s)")
 		critical   = flag.Duration("shutdown-grace-period-critical-pods", 10*time.Second, "the part of --shutdown-grace-period kept for critical pods (system-node-critical, system-cluster-critical), stopped last")
+		metrics    = flag.Bool("metrics-server", false, "run metrics-server, for kubectl top (built the first time: minutes)")
 	)
 	flag.Parse()
 	if *nodes < 0 {
@@ -124,6 +132,7 @@ func run() error {
 		Logger:          logger,
 		ControlPlane:    *binary,
 		ControlPlaneLog: logs,
+		MetricsServer:   *metrics,
 	})
 	if err != nil {
 		return err
@@ -148,6 +157,7 @@ func run() error {
 		defer os.Remove(path)
 	}
 	printUsage(os.Stdout, path, time.Since(start))
+	printContainment(os.Stdout, c)
 
 	if !*quiet {
 		go watch(ctx, c.Admin(), os.Stdout)
@@ -180,6 +190,27 @@ func shutdownNodes(c *clustertest.Cluster, budget nodeshutdown.Budget) {
 	}
 	if err != nil {
 		fmt.Println("  ", err)
+	}
+}
+
+// printContainment says what the nodes chose for their pods: sandboxed or
+// not, their network, the limits the machine enforces, and that what
+// would reach the host is refused.
+func printContainment(w io.Writer, c *clustertest.Cluster) {
+	for _, n := range c.Nodes() {
+		a, ok := n.Agent().(*agent.Agent)
+		if !ok {
+			continue
+		}
+		cont, hostAccess := a.Containment()
+		fmt.Fprintf(w, "Pods on %s (every node alike): %s.\n", n.Name(), cont)
+		if hostAccess {
+			fmt.Fprintln(w, "Pods may reach the host (privileged, hostNetwork, hostPID, hostIPC, hostUsers: false, hostPath).")
+		} else {
+			fmt.Fprintln(w, "Pods asking for the host (privileged, hostNetwork, hostPID, hostIPC, hostUsers: false, hostPath) are refused: HostAccessNotAllowed.")
+		}
+		fmt.Fprintln(w)
+		return
 	}
 }
 

@@ -28,7 +28,11 @@ const apiserverStartTimeout = 2 * time.Minute
 // the listener's 127.0.0.1 port with the cluster CA's certificates, etcd
 // over mutual TLS, Node,RBAC authorization with NodeRestriction, and the
 // nodes' kubelet API reached with a client certificate and checked
-// against the cluster CA.
+// against the cluster CA; bootstrap tokens authenticate (a node joining by
+// TLS bootstrap); aggregated APIs (metrics.k8s.io for kubectl top) are
+// reached at their endpoints' addresses (no kube-proxy routes Service
+// IPs here) with the front proxy's client certificate, whose CA they
+// trust for the user and group headers.
 func apiserverFlags(files controlplane.Files, etcdURL string, port int) []string {
 	return []string{
 		"--etcd-servers=" + etcdURL,
@@ -56,6 +60,15 @@ func apiserverFlags(files controlplane.Files, etcdURL string, port int) []string
 		// no endpoint reconciliation for the kubernetes Service.
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
+		"--enable-bootstrap-token-auth=true",
+		"--requestheader-client-ca-file=" + files.FrontProxyCACert,
+		"--requestheader-allowed-names=" + controlplane.FrontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + files.FrontProxyClientCert,
+		"--proxy-client-key-file=" + files.FrontProxyClientKey,
+		"--enable-aggregator-routing=true",
 	}
 }
 

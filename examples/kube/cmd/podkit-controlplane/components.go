@@ -76,13 +76,25 @@ var disabledControllers = []struct{ name, why string }{
 	{"kube-apiserver-serving-clustertrustbundle-publisher-controller", "the API server's serving certificate is not a CA"},
 }
 
+// enabledControllers are the controllers off by default that the program
+// turns on: the bootstrap token ones a kubeadm cluster runs, so nodes join
+// with a bootstrap token as they join one.
+var enabledControllers = []struct{ name, why string }{
+	{"bootstrap-signer-controller", "signs the kube-public/cluster-info ConfigMap with each bootstrap token"},
+	{"token-cleaner-controller", "deletes expired bootstrap tokens"},
+}
+
 // controllerManagerFlags are kube-controller-manager's flags before the
-// caller's: the default controllers but disabledControllers, each with
+// caller's: the default controllers and enabledControllers but
+// disabledControllers, each with
 // what it needs to start (the service account key for the token
 // controller, the cluster CA for the root CA publisher and CSR signing,
 // the cluster's pod range for node IPAM).
 func controllerManagerFlags(files controlplane.Files) []string {
 	controllers := "*"
+	for _, c := range enabledControllers {
+		controllers += "," + c.name
+	}
 	for _, c := range disabledControllers {
 		controllers += ",-" + c.name
 	}

@@ -86,6 +86,14 @@ type Files struct {
 	// APIServerEtcdClientCert and APIServerEtcdClientKey are the API
 	// server's client certificate toward etcd.
 	APIServerEtcdClientCert, APIServerEtcdClientKey string
+	// FrontProxyCACert is the CA of the front proxy's client certificate
+	// (FrontProxyClientCert, common name FrontProxyClientName), with
+	// which the API server proxies requests to aggregated API servers;
+	// they trust it for the user and group headers. Its key is not kept.
+	FrontProxyCACert string
+	// FrontProxyClientCert and FrontProxyClientKey are the API server's
+	// client certificate toward aggregated API servers.
+	FrontProxyClientCert, FrontProxyClientKey string
 	// SchedulerKubeconfig and ControllerManagerKubeconfig are the
 	// components' kubeconfigs: user system:kube-scheduler, and user
 	// system:kube-controller-manager in group system:masters.
@@ -115,12 +123,19 @@ func FilesIn(dir string) Files {
 		EtcdKey:                     pki("etcd.key"),
 		APIServerEtcdClientCert:     pki("apiserver-etcd-client.crt"),
 		APIServerEtcdClientKey:      pki("apiserver-etcd-client.key"),
+		FrontProxyCACert:            pki("front-proxy-ca.crt"),
+		FrontProxyClientCert:        pki("front-proxy-client.crt"),
+		FrontProxyClientKey:         pki("front-proxy-client.key"),
 		SchedulerKubeconfig:         filepath.Join(dir, "scheduler.kubeconfig"),
 		ControllerManagerKubeconfig: filepath.Join(dir, "controller-manager.kubeconfig"),
 		AdminKubeconfig:             filepath.Join(dir, "admin.kubeconfig"),
 		EtcdDir:                     filepath.Join(dir, "etcd"),
 	}
 }
+
+// FrontProxyClientName is the common name of the front proxy's client
+// certificate: the only one aggregated API servers take user headers from.
+const FrontProxyClientName = "front-proxy-client"
 
 // PKIDir is the directory of the keys and certificates, under the control
 // plane's directory.

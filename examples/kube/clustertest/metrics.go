@@ -1,0 +1,274 @@
+package clustertest
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/podkit/podkit/examples/kube/internal/controlplane"
+)
+
+// metrics-server's identity, Service and the API it serves.
+const (
+	metricsServerUser = "system:metrics-server"
+	metricsServerName = "metrics-server"
+	metricsAPIGroup   = "metrics.k8s.io"
+	metricsAPIVersion = "v1beta1"
+	// metricsResolution is how often metrics-server scrapes the nodes:
+	// its minimum is 10s and it must exceed the scrape timeout (10s).
+	metricsResolution     = "15s"
+	metricsServerStartTTL = time.Minute
+	metricsServerStopTTL  = 10 * time.Second
+)
+
+var apiServiceResource = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+
+// metricsServer is a running metrics-server process.
+type metricsServer struct {
+	cmd    *exec.Cmd
+	tail   *tailWriter
+	exited chan struct{}
+	err    error
+}
+
+// startMetricsServer runs metrics-server (binary) on NodeIP as the
+// resource metrics API (metrics.k8s.io/v1beta1, aggregated by the API
+// server), scraping the nodes' /metrics/resource with its own identity:
+// what kubectl top reads. It writes its certificates and kubeconfig into
+// the control plane's directory dir, creates its RBAC (the rules of
+// metrics-server's own manifests), its Service and Endpoints (the API
+// server routes to the endpoint, --enable-aggregator-routing) and the
+// APIService.
+func (c *Cluster) startMetricsServer(ctx context.Context, binary, dir string) (*metricsServer, error) {
+	files := controlplane.FilesIn(dir)
+	pki := filepath.Join(dir, controlplane.PKIDir)
+	certFile, keyFile := filepath.Join(pki, "metrics-server.crt"), filepath.Join(pki, "metrics-server.key")
+	svcName := metricsServerName + "." + metav1.NamespaceSystem + ".svc"
+	if err := issueAndWrite(c.ca.servingCert(metricsServerName, []net.IP{c.opts.NodeIP}, []string{svcName}))(certFile, keyFile); err != nil {
+		return nil, fmt.Errorf("clustertest: metrics-server's certificate: %w", err)
+	}
+	kubeconfig := filepath.Join(dir, "metrics-server.kubeconfig")
+	if err := c.writeUserKubeconfig(kubeconfig, c.adminConfig.Host, metricsServerUser); err != nil {
+		return nil, err
+	}
+	if err := c.createMetricsServerRBAC(ctx); err != nil {
+		return nil, err
+	}
+	port, err := freePort(c.opts.NodeIP)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--bind-address=" + c.opts.NodeIP.String(),
+		"--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + certFile,
+		"--tls-private-key-file=" + keyFile,
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-use-node-status-port",
+		"--kubelet-certificate-authority=" + files.CACert,
+		"--metric-resolution=" + metricsResolution,
+	}
+	m := &metricsServer{tail: &tailWriter{max: 50}, exited: make(chan struct{})}
+	log := c.opts.ControlPlaneLog
+	if log == nil {
+		log = io.Discard
+	}
+	m.cmd = exec.Command(binary, args...)
+	m.cmd.Stdout = io.MultiWriter(log, m.tail)
+	m.cmd.Stderr = m.cmd.Stdout
+	// It dies with this process (and its group is apart from a
+	// terminal's Ctrl-C, which this process handles).
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := m.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("clustertest: starting metrics-server: %w", err)
+	}
+	go func() {
+		m.err = m.cmd.Wait()
+		close(m.exited)
+	}()
+	if err := m.waitServing(ctx, net.JoinHostPort(c.opts.NodeIP.String(), strconv.Itoa(port))); err != nil {
+		return nil, errors.Join(err, m.stop())
+	}
+	if err := c.registerMetricsAPI(ctx, port); err != nil {
+		return nil, errors.Join(err, m.stop())
+	}
+	return m, nil
+}
+
+// waitServing waits until metrics-server accepts connections at addr, and
+// fails with its output if it exits first (a bad flag) or takes longer
+// than metricsServerStartTTL.
+func (m *metricsServer) waitServing(ctx context.Context, addr string) error {
+	ticker := time.NewTicker(100 * time.Millisecond)
+	defer ticker.Stop()
+	deadline := time.NewTimer(metricsServerStartTTL)
+	defer deadline.Stop()
+	for {
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-m.exited:
+			return fmt.Errorf("clustertest: metrics-server exited (%v): %s", m.err, m.tail.String())
+		case <-deadline.C:
+			return fmt.Errorf("clustertest: metrics-server does not listen on %s after %v: %s", addr, metricsServerStartTTL, m.tail.String())
+		case <-ctx.Done():
+			return fmt.Errorf("clustertest: starting metrics-server: %w", ctx.Err())
+		case <-ticker.C:
+		}
+	}
+}
+
+// createMetricsServerRBAC gives metrics-server what its manifests give it:
+// reading nodes, pods and the nodes' metrics, delegating authentication
+// and authorization, and reading the API server's front-proxy CA.
+func (c *Cluster) createMetricsServerRBAC(ctx context.Context) error {
+	user := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: metricsServerUser}}
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: metricsServerUser},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes/metrics"}, Verbs: []string{"get"}},
+			{APIGroups: []string{""}, Resources: []string{"pods", "nodes"}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}
+	// Everyone who may view pods may read their metrics, as metrics-
+	// server's aggregated-metrics-reader role says.
+	reader := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "system:aggregated-metrics-reader", Labels: map[string]string{
+			"rbac.authorization.k8s.io/aggregate-to-admin": "true",
+			"rbac.authorization.k8s.io/aggregate-to-edit":  "true",
+			"rbac.authorization.k8s.io/aggregate-to-view":  "true",
+		}},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{metricsAPIGroup}, Resources: []string{"pods", "nodes"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	rbac := c.admin.RbacV1()
+	steps := []func() error{
+		func() error { _, err := rbac.ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); return err },
+		func() error { _, err := rbac.ClusterRoles().Create(ctx, reader, metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: metricsServerUser},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsServerUser},
+				Subjects:   user,
+			}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: metricsServerName + ":system:auth-delegator"},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+				Subjects:   user,
+			}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := rbac.RoleBindings(metav1.NamespaceSystem).Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: metricsServerName + "-auth-reader"},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "extension-apiserver-authentication-reader"},
+				Subjects:   user,
+			}, metav1.CreateOptions{})
+			return err
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("clustertest: metrics-server's RBAC: %w", err)
+		}
+	}
+	return nil
+}
+
+// registerMetricsAPI creates metrics-server's Service (no selector), its
+// Endpoints at NodeIP:port and the APIService of metrics.k8s.io/v1beta1,
+// verified against the cluster CA.
+func (c *Cluster) registerMetricsAPI(ctx context.Context, port int) error {
+	core := c.admin.CoreV1()
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: metricsServerName, Namespace: metav1.NamespaceSystem},
+		Spec: v1.ServiceSpec{Ports: []v1.ServicePort{{
+			Name: "https", Port: 443, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(int32(port)),
+		}}},
+	}
+	if _, err := core.Services(metav1.NamespaceSystem).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("clustertest: metrics-server's Service: %w", err)
+	}
+	//nolint:staticcheck // The Endpoints are mirrored into an EndpointSlice by the controller manager.
+	ep := &v1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: metricsServerName, Namespace: metav1.NamespaceSystem},
+		Subsets: []v1.EndpointSubset{{
+			Addresses: []v1.EndpointAddress{{IP: c.opts.NodeIP.String()}},
+			Ports:     []v1.EndpointPort{{Name: "https", Port: int32(port), Protocol: v1.ProtocolTCP}},
+		}},
+	}
+	if _, err := core.Endpoints(metav1.NamespaceSystem).Create(ctx, ep, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("clustertest: metrics-server's Endpoints: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(c.adminConfig)
+	if err != nil {
+		return fmt.Errorf("clustertest: %w", err)
+	}
+	apiService := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1",
+		"kind":       "APIService",
+		"metadata":   map[string]any{"name": metricsAPIVersion + "." + metricsAPIGroup},
+		"spec": map[string]any{
+			"group":                metricsAPIGroup,
+			"version":              metricsAPIVersion,
+			"service":              map[string]any{"name": metricsServerName, "namespace": metav1.NamespaceSystem, "port": int64(443)},
+			"caBundle":             base64.StdEncoding.EncodeToString(c.ca.certPEM),
+			"groupPriorityMinimum": int64(100),
+			"versionPriority":      int64(100),
+		},
+	}}
+	if _, err := dyn.Resource(apiServiceResource).Create(ctx, apiService, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("clustertest: the APIService of %s: %w", metricsAPIGroup, err)
+	}
+	return nil
+}
+
+// stop stops metrics-server: SIGTERM, then SIGKILL after
+// metricsServerStopTTL. It may be called more than once.
+func (m *metricsServer) stop() error {
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	timer := time.NewTimer(metricsServerStopTTL)
+	defer timer.Stop()
+	select {
+	case <-m.exited:
+		return nil // its exit status after SIGTERM says nothing
+	case <-timer.C:
+		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+		<-m.exited
+		return fmt.Errorf("clustertest: metrics-server did not stop within %v and was killed; its last output: %s", metricsServerStopTTL, m.tail.String())
+	}
+}
+
+// freePort returns a TCP port free on ip at the moment of the call.
+func freePort(ip net.IP) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		return 0, fmt.Errorf("clustertest: finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
