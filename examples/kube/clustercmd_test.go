@@ -46,8 +46,8 @@ func TestClusterCommandKeepsTheUsersKubeconfig(t *testing.T) {
 
 // TestClusterCommand runs the podkit-cluster command as a user does: it
 // prints a kubeconfig kubectl works with (the server's version is the
-// Kubernetes release it is built from, 3 Ready nodes, a pod's log), and
-// on Ctrl-C (SIGINT) stops every pod's process, removes its temporary
+// Kubernetes release it is built from, 3 Ready nodes, a pod's log), says
+// how the pods are contained, and on Ctrl-C (SIGINT) stops every pod's process, removes its temporary
 // directory and its kubeconfig, and exits 0.
 func TestClusterCommand(t *testing.T) {
 	bin := buildOnce(t, "github.com/podkit/podkit/examples/kube/cmd/podkit-cluster")
@@ -81,6 +81,9 @@ func TestClusterCommand(t *testing.T) {
 	})
 	cli := &background{cmd: cmd, out: out, done: exited}
 	printed := cli.waitOutput(t, "Cluster ready", "export KUBECONFIG="+kubeconfig, "Press Ctrl-C")
+	// It says what it chose for the pods: their containment, and that
+	// what reaches the host is refused.
+	cli.waitOutput(t, "Pods on node-", "(every node alike): ", "are refused: HostAccessNotAllowed.")
 
 	k := &kubectl{bin: buildOnce(t, kubectlPackage), kubeconfig: kubeconfig, home: t.TempDir()}
 	var version struct {

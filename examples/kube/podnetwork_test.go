@@ -70,7 +70,7 @@ func testPodNetwork(t *testing.T, h *harness) {
 		`cat /etc/hosts`,
 		`echo ---`,
 		`for i in 1 2 3 4 5 6 7 8 9 10; do curl -sf --max-time 2 http://` + ip.String() + `:8080/ && break; sleep 0.5; done`,
-		`busybox nc -w 2 ` + etcd.Hostname() + ` ` + etcd.Port() + ` </dev/null && echo etcd-reached || echo etcd-unreachable`,
+		`busybox nc -w 2 ` + etcd.Hostname() + ` ` + etcd.Port() + ` </dev/null 2>/dev/null && echo etcd-reached || echo etcd-unreachable`,
 		`echo kubelet $(curl -sk -o /dev/null -w '%{http_code}' ` + kubelet + `/pods)`,
 	}, "; "))
 	_, err = admin.CoreV1().Pods(ns).Create(ctx, client, metav1.CreateOptions{})
