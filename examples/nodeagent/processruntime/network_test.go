@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podkit/podkit/examples/internal/podrangetest"
-
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 

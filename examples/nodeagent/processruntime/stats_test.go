@@ -9,11 +9,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/podkit/podkit/examples/internal/podrangetest"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podkit/podkit/examples/internal/podrangetest"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 

@@ -19,8 +19,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/podkit/podkit/examples/internal/podrangetest"
 	"golang.org/x/sys/unix"
+
+	"github.com/podkit/podkit/examples/internal/podrangetest"
 )
 
 // Helpers of the tests that build real networks. Each test network has a
