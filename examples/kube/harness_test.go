@@ -361,7 +361,24 @@ func harnessAgent(env clustertest.NodeEnv) (clustertest.Agent, error) {
 	if env.Node.Labels[hostFilesLabel] == "true" {
 		cfg.Sandbox = processruntime.SandboxOff
 	}
+	if env.Node.Labels[fastVolumesLabel] == "true" {
+		cfg.VolumeRefreshInterval = fastVolumeRefresh
+	}
 	return agent.New(cfg)
+}
+
+// fastVolumesLabel marks the nodes of a fastVolumesPool.
+const fastVolumesLabel = "test.podkit.io/fast-volumes"
+
+// fastVolumeRefresh is the VolumeRefreshInterval of a fastVolumesPool's
+// nodes, instead of the default minute.
+const fastVolumeRefresh = time.Second
+
+// fastVolumesPool is sandboxedPool with nodes whose volumes are refreshed
+// and measured every fastVolumeRefresh.
+func (h *harness) fastVolumesPool(t *testing.T, name string, n int) []*clustertest.Node {
+	t.Helper()
+	return h.addPool(t, name, n, map[string]string{fastVolumesLabel: "true"})
 }
 
 // hostFilesPool is pool with nodes whose pods run outside a sandbox and

@@ -29,6 +29,7 @@ func TestCluster(t *testing.T) {
 		{"Features", testFeatureManifests},
 		{"Images", testImages},
 		{"SidecarJob", testSidecarJob},
+		{"EmptyDirSizeLimit", testEmptyDirSizeLimit},
 		{"PodNetwork", testPodNetwork},
 		{"GracefulNodeShutdown", testGracefulNodeShutdown},
 	}

@@ -47,6 +47,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/podkit/podkit/lifecycle/volume"
 )
 
 func main() {
@@ -116,6 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&opts.shutdownGrace, "shutdown-grace", 30*time.Second, "how long the node shutdown may take in all")
 	fs.DurationVar(&opts.restartBackOff, "restart-backoff", time.Second, "delay before the second restart of a crashing container; it doubles with each restart (the kubelet uses 10s)")
 	fs.DurationVar(&opts.manifestInterval, "manifest-interval", 2*time.Second, "how often the manifest directory is read again")
+	fs.DurationVar(&opts.volumeRefreshInterval, "volume-refresh-interval", volume.DefaultRefreshInterval, "how often the pods' volumes follow their secrets and config maps, and emptyDirs with a sizeLimit are measured (a pod over its limit is evicted)")
 	fs.StringVar(&opts.cgroups, "cgroups", "auto", "put each pod in a cgroup v2 of its own so that no process it starts outlives it: auto (when the agent's cgroup is writable), off (process groups and an environment scan only), or required")
 	fs.StringVar(&opts.imageConfig, "image-config", "", "YAML or JSON `file` of image configurations (entrypoint, cmd, workingDir, env, user) for containers without a command of their own, over the built-in ones (busybox, alpine, debian, ...); see processruntime.LoadImageTable")
 	fs.IntVar(&opts.verbosity, "v", 0, "log `level` on stderr: 0 logs errors only, 1 adds information, higher adds detail")
@@ -149,7 +152,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if errs := validation.IsDNS1123Subdomain(opts.nodeName); len(errs) > 0 {
 		return options{}, fmt.Errorf("--node-name %q: %s", opts.nodeName, strings.Join(errs, "; "))
 	}
-	for name, d := range map[string]time.Duration{"--shutdown-grace": opts.shutdownGrace, "--restart-backoff": opts.restartBackOff, "--manifest-interval": opts.manifestInterval} {
+	for name, d := range map[string]time.Duration{"--shutdown-grace": opts.shutdownGrace, "--restart-backoff": opts.restartBackOff, "--manifest-interval": opts.manifestInterval, "--volume-refresh-interval": opts.volumeRefreshInterval} {
 		if d <= 0 {
 			return options{}, fmt.Errorf("%s must be positive, got %v", name, d)
 		}

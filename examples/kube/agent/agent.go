@@ -61,6 +61,12 @@ type Config struct {
 	// ResyncInterval is how often a running pod is synced again when
 	// nothing happened. Defaults to the pod workers' default.
 	ResyncInterval time.Duration
+	// VolumeRefreshInterval is how often the pods' volumes follow their
+	// sources (config maps, secrets, the downward API) and their emptyDirs
+	// with a sizeLimit are measured; a pod whose emptyDir holds more is
+	// evicted, as the kubelet's eviction manager evicts it. Defaults to
+	// volume.DefaultRefreshInterval.
+	VolumeRefreshInterval time.Duration
 	// StatusResyncInterval is how long after a successful status write
 	// the agent checks the pod's status in the API server again, to put
 	// back one someone else changed (statuswriter.Options.ResyncInterval).
@@ -249,7 +255,11 @@ func (a *Agent) build() error {
 			Tokens:     objectcache.NewTokenRequester(cfg.Client),
 			VolumeRoot: volumeRoot(a.rt),
 			Env:        podenv.Options{NodeAllocatable: a.allocatable},
-			Volumes:    volume.Options{MapIDs: a.rt.MapIDs, NodeAllocatable: a.allocatable},
+			Volumes: volume.Options{
+				MapIDs: a.rt.MapIDs, NodeAllocatable: a.allocatable,
+				RefreshInterval: cfg.VolumeRefreshInterval,
+				Evict:           a.evictForLocalStorage,
+			},
 		},
 	})
 	if err != nil {

@@ -74,13 +74,40 @@ func (a *Agent) nodeObject() *v1.Node {
 // or the pod workers refuse the kill. Call it from any goroutine while Run
 // runs.
 func (a *Agent) EvictPod(ctx context.Context, uid types.UID, message string, gracePeriod int64) error {
+	done, err := a.startEviction(ctx, uid, message, gracePeriod)
+	if err != nil {
+		return fmt.Errorf("agent: EvictPod: %w", err)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// evictForLocalStorage is the volume manager's Options.Evict: a pod whose
+// emptyDir holds more than its sizeLimit is evicted at once (the
+// kubelet's eviction manager gives such a pod no grace period: 0, which
+// the pod workers make 1 second), with the manager's message. It returns
+// without waiting, as Evict must.
+func (a *Agent) evictForLocalStorage(uid types.UID, message string) {
+	if _, err := a.startEviction(context.Background(), uid, message, 0); err != nil {
+		a.log.Error(err, "Couldn't evict a pod over its emptyDir sizeLimit", "podUID", uid)
+	}
+}
+
+// startEviction records the Evicted event and hands the pod workers the
+// eviction's kill; the channel closes once the pod's containers are
+// stopped.
+func (a *Agent) startEviction(ctx context.Context, uid types.UID, message string, gracePeriod int64) (<-chan struct{}, error) {
 	workers := a.lc.Workers()
 	if gracePeriod < 0 {
-		return fmt.Errorf("agent: EvictPod: grace period %d is negative", gracePeriod)
+		return nil, fmt.Errorf("grace period %d is negative", gracePeriod)
 	}
 	info, ok := workers.Pod(uid)
 	if !ok || info.Pod == nil {
-		return fmt.Errorf("agent: EvictPod: the node has no pod %s", uid)
+		return nil, fmt.Errorf("the node has no pod %s", uid)
 	}
 	a.recorder.Eventf(info.Pod, v1.EventTypeWarning, events.ReasonEvicted, "%s", message)
 	done := make(chan struct{})
@@ -98,14 +125,9 @@ func (a *Agent) EvictPod(ctx context.Context, uid types.UID, message string, gra
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("agent: EvictPod: %w", err)
+		return nil, err
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return done, nil
 }
 
 // admitResources is the kubelet's resource admission for the registered
