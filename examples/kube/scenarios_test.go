@@ -30,6 +30,7 @@ func TestCluster(t *testing.T) {
 		{"Images", testImages},
 		{"SidecarJob", testSidecarJob},
 		{"EmptyDirSizeLimit", testEmptyDirSizeLimit},
+		{"KeySearch", testKeySearch},
 		{"PodNetwork", testPodNetwork},
 		{"GracefulNodeShutdown", testGracefulNodeShutdown},
 	}
