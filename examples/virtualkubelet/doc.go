@@ -127,12 +127,15 @@
 //     provider keys pods by UID: the new pod is created in the backend,
 //     runs and keeps its own status, and no stop or removal of the old
 //     pod reaches it.
-//   - VK#938: when every status write of a pod is rejected, DeletePod is
-//     never called for it (virtual-kubelet removes the API object at once,
-//     as its API status shows nothing running). Housekeeping sees the API
-//     object gone and stops and releases the pod (grace 1 second). A
-//     DeletePod handed a copy without a spec takes only the deletion from
-//     it: the pod stops with the spec it runs with.
+//   - VK#938: when every status write of a pod is rejected, its API status
+//     never shows it running, and on deletion virtual-kubelet removes the
+//     API object at once, without the DeletePod of a graceful deletion.
+//     The pod is stopped (grace 1 second) and released all the same, each
+//     of two ways sufficing: virtual-kubelet's DeletePod with GetPod's copy
+//     once the object is gone (GetPod answers until the pod is forgotten),
+//     and housekeeping, which sees the API object gone. A DeletePod handed
+//     a copy without a spec takes only the deletion from it: the pod stops
+//     with the spec it runs with.
 //   - VK#684: GetPodStatus after DeletePod. The provider answers it for as
 //     long as the engine knows the pod: the running status while it stops,
 //     the final one after, never NotFound while its API object exists.

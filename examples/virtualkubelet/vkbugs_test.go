@@ -67,9 +67,11 @@ func TestVK867RecreatedDuringTheOldGracePeriodSurvivesIt(t *testing.T) {
 // TestVK938RejectedStatusWritesDoNotKeepAPodRunning (VK#938): every status
 // write of the pod is rejected by the API server, so its API status never
 // shows it running; when it is deleted, virtual-kubelet removes the API
-// object at once without calling DeletePod. The pod is stopped and
-// released all the same (its API object is gone: grace 1s), with the spec
-// it was created with.
+// object at once, without the DeletePod of a graceful deletion. The pod is
+// stopped and released all the same (its API object is gone: grace 1s).
+// Two ways lead there, each enough alone (breaking one keeps this test
+// passing, breaking both fails it): virtual-kubelet's DeletePod with
+// GetPod's copy once the object is gone, and housekeeping.
 func TestVK938RejectedStatusWritesDoNotKeepAPodRunning(t *testing.T) {
 	t.Parallel()
 	var rejected atomic.Int32

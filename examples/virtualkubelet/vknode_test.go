@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,12 +166,6 @@ type nodeOptions struct {
 	// qps and burst set the node's client limits; 0: client-go's.
 	qps   float32
 	burst int
-	// requests, when set, counts the node's API requests.
-	requests *atomic.Int64
-	// workers is the pod controller's worker count; 0: 8.
-	workers int
-	// cloud configures podkit's provider's simcloud.
-	cloud simcloud.Options
 }
 
 // podkitNode returns the agent of a virtual-kubelet node whose provider is
@@ -183,7 +176,7 @@ func podkitNode(o nodeOptions) func(clustertest.NodeEnv) (clustertest.Agent, err
 	return func(env clustertest.NodeEnv) (clustertest.Agent, error) {
 		var provider *vk.Provider
 		newProvider := func(pc nodeutil.ProviderConfig) (nodeutil.Provider, error) {
-			cloud, err := simcloud.New(o.cloud)
+			cloud, err := simcloud.New(simcloud.Options{})
 			if err != nil {
 				return nil, err
 			}
@@ -220,9 +213,6 @@ func (f agentFunc) Run(ctx context.Context) error { return f(ctx) }
 func newVirtualNode(env clustertest.NodeEnv, o nodeOptions, newProvider func(nodeutil.ProviderConfig) (nodeutil.Provider, error)) (*nodeutil.Node, error) {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = o.qps, o.burst
-	if o.requests != nil {
-		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, o.requests} })
-	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -232,10 +222,6 @@ func newVirtualNode(env clustertest.NodeEnv, o nodeOptions, newProvider func(nod
 		return nil, errors.New("no client CA")
 	}
 	ip := env.KubeletAPI.Address
-	workers := o.workers
-	if workers == 0 {
-		workers = 8
-	}
 	mux := http.NewServeMux()
 	return nodeutil.NewNode(env.Name, func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
 		p, err := newProvider(pc)
@@ -249,7 +235,7 @@ func newVirtualNode(env clustertest.NodeEnv, o nodeOptions, newProvider func(nod
 			ClientAuth:   tls.VerifyClientCertIfGiven,
 			MinVersion:   tls.VersionTLS12,
 		}
-		nc.NumWorkers = workers
+		nc.NumWorkers = 8
 		nc.InformerResyncPeriod = time.Minute
 		// The Node authorizer's NodeRestriction refuses the kubernetes.io/
 		// labels virtual-kubelet sets by default (kubernetes.io/role).
@@ -264,15 +250,4 @@ func newVirtualNode(env clustertest.NodeEnv, o nodeOptions, newProvider func(nod
 		nc.NodeSpec.Status.Allocatable = nc.NodeSpec.Status.Capacity.DeepCopy()
 		return nil
 	})
-}
-
-// countingTransport counts the requests that go through it.
-type countingTransport struct {
-	rt http.RoundTripper
-	n  *atomic.Int64
-}
-
-func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.n.Add(1)
-	return c.rt.RoundTrip(r)
 }
