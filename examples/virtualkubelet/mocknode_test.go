@@ -95,6 +95,8 @@ func (a mockAgent) Run(ctx context.Context) error {
 		"KUBELET_PORT="+strconv.Itoa(kubeletPort),
 	)
 	cmd.Stdout, cmd.Stderr = a.log, a.log
+	// Killed with the test process, should that die first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting virtual-kubelet's mock provider: %w", err)
 	}
