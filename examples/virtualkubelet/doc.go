@@ -113,6 +113,33 @@
 //     writing statuses once the API phase is terminal: the first final
 //     status that lands is the one that stays.
 //
+// # virtual-kubelet's e2e suite, and bugs of its providers that cannot happen here
+//
+// virtual-kubelet's own e2e suite for providers (its test/e2e package, the
+// nine tests of v1.14.1) passes unmodified against a node with this
+// provider, as it does against virtual-kubelet's mock provider
+// (TestVirtualKubeletE2ESuite runs both in one real cluster). Bugs people
+// hit with their own providers cannot happen with this one (each has a
+// test, TestVK*, driving virtual-kubelet's PodController):
+//
+//   - VK#867, #907: a pod re-created under the same name while the old one
+//     is in its grace period is deleted when that grace runs out. The
+//     provider keys pods by UID: the new pod is created in the backend,
+//     runs and keeps its own status, and no stop or removal of the old
+//     pod reaches it.
+//   - VK#938: when every status write of a pod is rejected, its API status
+//     never shows it running, and on deletion virtual-kubelet removes the
+//     API object at once, without the DeletePod of a graceful deletion.
+//     The pod is stopped (grace 1 second) and released all the same, each
+//     of two ways sufficing: virtual-kubelet's DeletePod with GetPod's copy
+//     once the object is gone (GetPod answers until the pod is forgotten),
+//     and housekeeping, which sees the API object gone. A DeletePod handed
+//     a copy without a spec takes only the deletion from it: the pod stops
+//     with the spec it runs with.
+//   - VK#684: GetPodStatus after DeletePod. The provider answers it for as
+//     long as the engine knows the pod: the running status while it stops,
+//     the final one after, never NotFound while its API object exists.
+//
 // # Concurrency
 //
 // All methods of Provider are safe for concurrent use. Backend methods are

@@ -394,7 +394,12 @@ func (p *Provider) DeletePod(ctx context.Context, pod *v1.Pod) error {
 		p.goneLocked(ctx, pod.UID, e)
 		return nil
 	default:
-		e.pod, e.deleting = pod, true
+		// Only the deletion is taken from pod: the spec the pod runs with is
+		// the one recorded (CreatePod, UpdatePod); VK#938 reports
+		// virtual-kubelet handing over a copy without one.
+		next := e.pod.DeepCopy()
+		next.DeletionTimestamp, next.DeletionGracePeriodSeconds = pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds
+		e.pod, e.deleting = next, true
 	}
 	p.changedLocked()
 	return nil

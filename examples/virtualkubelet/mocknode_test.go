@@ -1,0 +1,153 @@
+package virtualkubelet_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/podkit/podkit/examples/kube/clustertest"
+)
+
+// mockCommand is virtual-kubelet's own program, with its mock provider
+// built in: this module's go.mod lists it as a tool, so the go command
+// builds it from the module cache at the version the suite comes from.
+const mockCommand = "github.com/virtual-kubelet/virtual-kubelet/cmd/virtual-kubelet"
+
+// buildMock builds virtual-kubelet's program into a directory of the test
+// and returns its path, or skips the test when it cannot be built here (no
+// go command, a build that fails).
+func buildMock(t testing.TB) string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("virtualkubelet: no go command to build virtual-kubelet's mock provider: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "virtual-kubelet")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-buildvcs=false", "-o", out, mockCommand)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Run(); err != nil {
+		t.Skipf("virtualkubelet: building virtual-kubelet's mock provider (%s): %v\n%s", mockCommand, err, log.String())
+	}
+	return out
+}
+
+// mockAgent is the harness's agent for a node that virtual-kubelet's own
+// program runs, with its mock provider: Run starts the program as the
+// node and stops it (SIGTERM, then SIGKILL after 30s) when ctx ends.
+type mockAgent struct {
+	binary string
+	// kubeconfig is the administrator's kubeconfig: the program labels
+	// its Node kubernetes.io/role, which NodeRestriction refuses to a
+	// node's own identity.
+	kubeconfig string
+	env        clustertest.NodeEnv
+	// log receives the program's output.
+	log *lockedBuffer
+}
+
+// Run runs the program until ctx ends, serving the kubelet API on every
+// address at kubeletPort with the node's serving certificate (the API
+// server checks it on the node proxy's requests), with no authentication
+// of its callers (no client CA: virtual-kubelet's NoAuth). An exit before
+// ctx ends is an error, with the program's output.
+func (a mockAgent) Run(ctx context.Context) error {
+	dir, err := os.MkdirTemp(a.env.StateDir, "mock-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := writeKeyPair(a.env.KubeletAPI.Certificate, certFile, keyFile); err != nil {
+		return err
+	}
+	// The mock provider's capacity, per node name (its only configuration).
+	config := filepath.Join(dir, "mock.json")
+	if err := os.WriteFile(config, []byte(`{"`+a.env.Name+`": {"cpu": "20", "memory": "100Gi", "pods": "200"}}`), 0o600); err != nil {
+		return err
+	}
+	cmd := exec.Command(a.binary,
+		"--provider", "mock",
+		"--provider-config", config,
+		"--nodename", a.env.Name,
+		"--kubeconfig", a.kubeconfig,
+		"--disable-taint",
+		"--pod-sync-workers", "8",
+		"--startup-timeout", "2m",
+	)
+	cmd.Env = append(os.Environ(),
+		"APISERVER_CERT_LOCATION="+certFile,
+		"APISERVER_KEY_LOCATION="+keyFile,
+		"VKUBELET_POD_IP="+a.env.KubeletAPI.Address.String(),
+		"KUBELET_PORT="+strconv.Itoa(kubeletPort),
+	)
+	cmd.Stdout, cmd.Stderr = a.log, a.log
+	// Killed with the test process, should that die first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting virtual-kubelet's mock provider: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("virtual-kubelet's mock provider exited: %v\n%s", err, a.log.String())
+	case <-ctx.Done():
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	return nil
+}
+
+// writeKeyPair writes cert's chain and private key as PEM files.
+func writeKeyPair(cert tls.Certificate, certFile, keyFile string) error {
+	var chain []byte
+	for _, der := range cert.Certificate {
+		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(certFile, chain, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600)
+}
+
+// lockedBuffer is a bytes.Buffer a child process's output goes to from
+// exec's copying goroutines while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
