@@ -195,7 +195,11 @@
 //   - Refuse system calls newer than its list: the RuntimeDefault filter
 //     lists refusals, where the default profile lists what it allows. Only
 //     the agent's architecture runs under it (amd64 and arm64).
-//   - Bound a disk emptyDir (sizeLimit is enforced for Memory volumes).
+//   - Bound a disk emptyDir as it is written (a Memory volume's sizeLimit
+//     is its tmpfs size): the agent's volume manager measures a disk
+//     emptyDir each refresh and the agent evicts a pod over its sizeLimit,
+//     as the kubelet's eviction manager does, so a pod may write past it
+//     until then.
 //   - Keep a pod's processes from signalling its init (the same user): it
 //     ignores every signal but SIGKILL from the host.
 //   - With hostPID, end the pod's processes by killing the init (the
