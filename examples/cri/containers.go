@@ -235,11 +235,12 @@ func (s *Syncer) sandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSandb
 // its volume mounts as CRI Mounts. An error that is the container's to
 // wait out (a missing secret key, a volume not ready) is a waitingError.
 func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt uint32, podIPs []string) (*runtimeapi.ContainerConfig, error) {
-	env, err := s.opts.Env.Build(ctx, pod, c, podenv.Inputs{PodIPs: podIPs, HostIPs: s.opts.NodeIPs})
+	prim := s.features()
+	env, err := prim.env.Build(ctx, pod, c, podenv.Inputs{PodIPs: podIPs, HostIPs: s.opts.NodeIPs})
 	if err != nil {
 		return nil, asWaiting(c.Name, err)
 	}
-	command, args, err := s.opts.Env.ExpandCommandAndArgs(c, env)
+	command, args, err := prim.env.ExpandCommandAndArgs(c, env)
 	if err != nil {
 		return nil, asWaiting(c.Name, err)
 	}

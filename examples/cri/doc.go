@@ -44,8 +44,15 @@
 // # The per-pod primitives
 //
 // The syncer runs a pod's features through the same primitives of
-// lifecycle/ as the process runtime, so both runtimes agree (features.go:
-// each is an Options field, declared as wide as the syncer calls it):
+// lifecycle/ as the process runtime, so both runtimes agree. An agent
+// normally has its assembly build them once (lifecycle.NewAgent with
+// AgentOptions.Features, Exec: NewExecRunner over the runtime) and hands
+// them over with UsePodFeatures before the agent runs, as it does to the
+// process runtime: the assembly runs their loops and forgets pods in
+// them. An embedder that builds its own (or fakes, in tests) passes them
+// as Options fields instead, declared as wide as the syncer calls them
+// (features.go), and runs their loops itself; UsePodFeatures replaces all
+// five at once, so a syncer never mixes an assembly's with its own:
 //
 //   - Env (lifecycle/podenv): each container's environment, built before
 //     it is created, becomes the ContainerConfig's envs, and its command
@@ -76,10 +83,15 @@
 //     reported Failed (DeadlineExceeded) and SyncPod returns terminal, so
 //     the engine stops it; its final status keeps the reason.
 //
-// Env and Hooks default to working values; without Probes, Deadline or
-// Volumes a pod that needs them does not run (Unsupported says why; its
-// containers wait in CreateContainerConfigError with a Failed event),
-// rather than run with the feature ignored.
+// Env and Hooks default to working values (without an assembly's, a
+// reference to a secret or config map cannot be resolved, and the
+// container waits); without a probe manager, a deadline manager or a
+// volume manager (none in Options and no UsePodFeatures, or features
+// built without a VolumeRoot for volumes) a pod with probes,
+// activeDeadlineSeconds or a volume other than hostPath does not run
+// (Unsupported says why; its containers wait in
+// CreateContainerConfigError with a Failed event), rather than run with
+// the feature ignored.
 //
 // # Usage
 //
@@ -93,7 +105,14 @@
 //			ResyncInterval: 2 * time.Second, // how soon exits and restarts are noticed
 //		},
 //		SyncLoop: lifecycle.SyncLoopOptions{RuntimePods: syncer}, // housekeeping kills orphans
+//		Features: &lifecycle.PodFeatureOptions{ // probes, hooks, deadline, env, volumes
+//			Exec:       cri.NewExecRunner(client),
+//			Objects:    objects, // the secrets and config maps pods reference
+//			VolumeRoot: "/var/lib/agent/cri-volumes",
+//		},
 //	})
+//	...
+//	syncer.UsePodFeatures(agent.Features()) // before agent.Run
 //
 // The embedder's duties:
 //
@@ -106,19 +125,21 @@
 //  3. Pass Options.OnStatus to publish the derived API status.
 //  4. Give housekeeping the Syncer as its runtime pod lister, so sandboxes
 //     left over from a crash are stopped and removed.
-//  5. Give the primitives your agent runs (Options.Env, Volumes, Probes,
-//     Hooks, Deadline), made over the pod workers as their window and the
-//     agent's RequestSync, and run those that have a Run. They are made
-//     before the workers (the syncer takes them, the workers take the
-//     syncer): give them a window that forwards to the workers once made.
-//     Refuse at admission, with Unsupported, the pods the syncer cannot
-//     run, if you would rather not have them wait.
+//  5. Give the syncer the per-pod primitives: the assembly's, with
+//     UsePodFeatures(agent.Features()) after NewAgent and before Run (the
+//     assembly runs their loops); or, built yourself, as Options.Env,
+//     Volumes, Probes, Hooks and Deadline, made over the pod workers as
+//     their window (made before the workers: a window that forwards to
+//     them once made) and the agent's RequestSync, running those that
+//     have a Run. Refuse at admission, with Unsupported, the pods the
+//     syncer cannot run, if you would rather not have them wait.
 //
 // # Concurrency
 //
 // Every method is safe for concurrent use. The engine calls the hooks of
 // one pod one at a time and those of different pods concurrently; the
-// syncer's only shared state is the restart back-off, under its own lock.
+// syncer's only shared state is the restart back-off, under its own lock,
+// and the primitives UsePodFeatures set, read atomically once per hook.
 // SyncTerminatingPod stops a pod's containers in parallel. The Waiting
 // states of containers that could not be created are kept under a lock of
 // their own; the primitives are called with no lock of the syncer held.
@@ -141,8 +162,9 @@
 //     PostStartHookError, CrashLoopBackOff) lives in the syncer's memory,
 //     as the kubelet's reason cache: an agent that restarts shows
 //     ContainerCreating (or the last exit) until the next attempt fails.
-//   - A pod that needs a primitive the syncer was not given waits with
-//     CreateContainerConfigError (the kubelet always has them).
+//   - A pod that needs a primitive the syncer was not given (neither in
+//     Options nor by UsePodFeatures) waits with CreateContainerConfigError
+//     (the kubelet always has them).
 //   - A subPath is resolved by lifecycle/volume and passed to the runtime
 //     as a path (the kubelet bind-mounts an open descriptor of it, so a
 //     container that swaps a link in between cannot redirect the mount);

@@ -82,5 +82,5 @@ func ExampleSyncer_Unsupported() {
 	}
 	fmt.Println(syncer.Unsupported(pod))
 	// Output:
-	// cri: unsupported pod feature: pod default/web (web-1): container "server" has probes, and the syncer has no Options.Probes to run them
+	// cri: unsupported pod feature: pod default/web (web-1): container "server" has probes, and the syncer has no probe manager to run them (Options.Probes, UsePodFeatures)
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podkit/podkit/lifecycle"
 	"github.com/podkit/podkit/lifecycle/containerhook"
 	"github.com/podkit/podkit/lifecycle/deadline"
 	"github.com/podkit/podkit/lifecycle/podenv"
@@ -72,6 +73,61 @@ type DeadlineChecker interface {
 	Forget(uid types.UID)
 }
 
+// primitives are the per-pod primitives the syncer's hooks call at one
+// time: those of Options (Env and Hooks completed by New), or those of
+// an agent's assembly (UsePodFeatures). A nil field is a primitive the
+// syncer lacks (never an interface holding a nil pointer).
+type primitives struct {
+	env      EnvBuilder
+	volumes  VolumeManager
+	probes   Prober
+	hooks    HookRunner
+	deadline DeadlineChecker
+}
+
+// UsePodFeatures makes the syncer's hooks use f, the per-pod features an
+// agent's assembly built (lifecycle.Agent.Features, from
+// lifecycle.PodFeatureOptions whose Exec is NewExecRunner over the same
+// runtime, or this Syncer): its probes, hooks, deadline, environment
+// builder and, when f has one, its volume manager, in place of every one
+// of Options.Env, Volumes, Probes, Hooks and Deadline. The assembly runs
+// their loops and tells them of forgotten pods, so the agent adds none.
+// A pod that needs volumes when f has no volume manager (no VolumeRoot)
+// is refused as without Options.Volumes (Unsupported). A nil f goes back
+// to the primitives of Options.
+//
+// Call it once, after lifecycle.NewAgent and before the agent runs; the
+// hooks read the features atomically (each hook reads them once), so it
+// is safe for concurrent use with them all the same.
+func (s *Syncer) UsePodFeatures(f *lifecycle.PodFeatures) {
+	if f == nil {
+		s.prims.Store(s.own)
+		return
+	}
+	p := &primitives{env: f.Env, hooks: f.Hooks}
+	// Only non-nil pointers become interfaces: a nil one would not read
+	// as a primitive the syncer lacks.
+	if f.Volumes != nil {
+		p.volumes = f.Volumes
+	}
+	if f.Probes != nil {
+		p.probes = f.Probes
+	}
+	if f.Deadline != nil {
+		p.deadline = f.Deadline
+	}
+	if f.Env == nil {
+		p.env = s.own.env
+	}
+	if f.Hooks == nil {
+		p.hooks = s.own.hooks
+	}
+	s.prims.Store(p)
+}
+
+// features returns the primitives the hooks use now.
+func (s *Syncer) features() *primitives { return s.prims.Load() }
+
 var (
 	_ EnvBuilder      = (*podenv.Builder)(nil)
 	_ VolumeManager   = (*volume.Manager)(nil)
@@ -81,10 +137,12 @@ var (
 )
 
 // Unsupported returns an error wrapping ErrUnsupported that lists what pod
-// needs and the syncer cannot do: a probe without Options.Probes, or one
-// that cannot run (probe.Validate),
-// activeDeadlineSeconds without Options.Deadline, a volume other than
-// hostPath without Options.Volumes, a volume type lifecycle/volume does not
+// needs and the syncer cannot do: a probe without a probe manager
+// (Options.Probes or UsePodFeatures), or one that cannot run
+// (probe.Validate), activeDeadlineSeconds without a deadline manager
+// (Options.Deadline or UsePodFeatures), a volume other than hostPath
+// without a volume manager (Options.Volumes, or UsePodFeatures of features
+// built with a VolumeRoot), a volume type lifecycle/volume does not
 // prepare, a hostPath type the syncer does not check, a volumeDevice, or a
 // Bidirectional mount propagation in a container that is not privileged.
 // It is nil when the syncer can run pod as it is written.
@@ -96,21 +154,22 @@ var (
 // feature, runs). An agent's admission may call it to refuse such pods up
 // front instead. It is pure and safe for concurrent use.
 func (s *Syncer) Unsupported(pod *v1.Pod) error {
+	prim := s.features()
 	if pod == nil {
 		return nil
 	}
 	var why []string
-	if s.opts.Probes == nil {
+	if prim.probes == nil {
 		for _, c := range probedContainers(pod) {
-			why = append(why, fmt.Sprintf("container %q has probes, and the syncer has no Options.Probes to run them", c.Name))
+			why = append(why, fmt.Sprintf("container %q has probes, and the syncer has no probe manager to run them (Options.Probes, UsePodFeatures)", c.Name))
 		}
 	} else if err := probe.Validate(pod); err != nil {
 		// Such a probe would never pass: the API server refuses it, a
 		// static pod's file may hold it.
 		why = append(why, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
-	if s.opts.Deadline == nil && pod.Spec.ActiveDeadlineSeconds != nil {
-		why = append(why, "the pod sets activeDeadlineSeconds, and the syncer has no Options.Deadline to enforce it")
+	if prim.deadline == nil && pod.Spec.ActiveDeadlineSeconds != nil {
+		why = append(why, "the pod sets activeDeadlineSeconds, and the syncer has no deadline manager to enforce it (Options.Deadline, UsePodFeatures)")
 	}
 	for _, v := range pod.Spec.Volumes {
 		if v.HostPath != nil {
@@ -119,11 +178,11 @@ func (s *Syncer) Unsupported(pod *v1.Pod) error {
 			}
 			continue
 		}
-		if s.opts.Volumes == nil {
-			why = append(why, fmt.Sprintf("volume %q needs its content prepared, and the syncer has no Options.Volumes", v.Name))
+		if prim.volumes == nil {
+			why = append(why, fmt.Sprintf("volume %q needs its content prepared, and the syncer has no volume manager (Options.Volumes, UsePodFeatures with a VolumeRoot)", v.Name))
 		}
 	}
-	if s.opts.Volumes != nil {
+	if prim.volumes != nil {
 		var u *volume.UnsupportedError
 		if err := volume.Unsupported(pod); errors.As(err, &u) {
 			if rest := u.Without(volume.TypeHostPath); rest != nil {

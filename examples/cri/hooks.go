@@ -20,10 +20,11 @@ import (
 // ending first (the pod is terminating) is an error too, and kills
 // nothing: the termination stops the container.
 func (s *Syncer) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, attempt uint32, podIPs []string) error {
+	prim := s.features()
 	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
 		return nil
 	}
-	err := s.opts.Hooks.PostStart(ctx, s.hookContainer(pod, c.Name, id, podIPs))
+	err := prim.hooks.PostStart(ctx, s.hookContainer(pod, c.Name, id, podIPs))
 	if err == nil {
 		return nil
 	}
@@ -50,9 +51,10 @@ func (s *Syncer) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id
 // instance already gone is not an error; the error of a failed stop says
 // the timeout, for the caller to name the container.
 func (s *Syncer) stopContainer(ctx context.Context, pod *v1.Pod, spec *v1.Container, id string, podIPs []string, grace int64) error {
+	prim := s.features()
 	timeout := grace
 	if pod != nil && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && grace > 0 {
-		left, err := s.opts.Hooks.PreStop(ctx, s.hookContainer(pod, spec.Name, id, podIPs), grace)
+		left, err := prim.hooks.PreStop(ctx, s.hookContainer(pod, spec.Name, id, podIPs), grace)
 		if err != nil {
 			logr.FromContextOrDiscard(ctx).V(2).Info("PreStop hook did not succeed; stopping the container all the same",
 				"container", spec.Name, "err", err.Error())

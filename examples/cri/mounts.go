@@ -29,6 +29,7 @@ const ReasonFailedMount = volume.ReasonFailedMount
 // itself (checked against their type, created for DirectoryOrCreate and
 // FileOrCreate; a mismatch is a FailedMount event).
 func (s *Syncer) setUpVolumes(ctx context.Context, pod *v1.Pod) error {
+	prim := s.features()
 	managed := false
 	var errs []error
 	for _, v := range pod.Spec.Volumes {
@@ -42,8 +43,8 @@ func (s *Syncer) setUpVolumes(ctx context.Context, pod *v1.Pod) error {
 			errs = append(errs, fmt.Errorf("cri: pod %s: %s", podRef(pod), msg))
 		}
 	}
-	if managed && s.opts.Volumes != nil {
-		if err := s.opts.Volumes.SetUp(ctx, pod); err != nil {
+	if managed && prim.volumes != nil {
+		if err := prim.volumes.SetUp(ctx, pod); err != nil {
 			errs = append(errs, fmt.Errorf("cri: the volumes of pod %s are not ready: %w", podRef(pod), err))
 		}
 	}
@@ -120,6 +121,7 @@ func checkHostPath(hp *v1.HostPathVolumeSource) error {
 // the mount's propagation. A mount that cannot be made now is a
 // waitingError (CreateContainerConfigError).
 func (s *Syncer) mounts(pod *v1.Pod, c *v1.Container, env []podenv.EnvVar) ([]*runtimeapi.Mount, error) {
+	prim := s.features()
 	out := make([]*runtimeapi.Mount, 0, len(c.VolumeMounts))
 	for i := range c.VolumeMounts {
 		m := &c.VolumeMounts[i]
@@ -133,7 +135,7 @@ func (s *Syncer) mounts(pod *v1.Pod, c *v1.Container, env []podenv.EnvVar) ([]*r
 		sub := m.SubPath
 		if m.SubPathExpr != "" {
 			var err error
-			if sub, err = s.opts.Env.ExpandSubPathExpr(c, m, env); err != nil {
+			if sub, err = prim.env.ExpandSubPathExpr(c, m, env); err != nil {
 				return nil, asWaiting(c.Name, err)
 			}
 		}
@@ -145,16 +147,16 @@ func (s *Syncer) mounts(pod *v1.Pod, c *v1.Container, env []podenv.EnvVar) ([]*r
 				return nil, fail("volume mount %q of container %q: %v", m.Name, c.Name, err)
 			}
 			mount.HostPath = host
-		case s.opts.Volumes == nil:
+		case prim.volumes == nil:
 			return nil, fail("volume %q needs a volume manager, and the syncer has none", m.Name)
 		case sub != "":
-			host, err := s.opts.Volumes.SubPath(pod.UID, m.Name, sub)
+			host, err := prim.volumes.SubPath(pod.UID, m.Name, sub)
 			if err != nil {
 				return nil, fail("failed to prepare subPath for volumeMount %q of container %q: %v", m.Name, c.Name, err)
 			}
 			mount.HostPath = host
 		default:
-			host, err := s.opts.Volumes.HostPath(pod.UID, m.Name)
+			host, err := prim.volumes.HostPath(pod.UID, m.Name)
 			if err != nil {
 				return nil, fail("volume %q of container %q is not ready: %v", m.Name, c.Name, err)
 			}

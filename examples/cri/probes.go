@@ -22,6 +22,7 @@ import (
 // whether the pod is past its deadline. A probe that cannot run is logged:
 // it never passes, and the rest of the status stands.
 func (s *Syncer) derive(ctx context.Context, pod *v1.Pod, status *PodStatus, final bool) (v1.PodStatus, bool) {
+	prim := s.features()
 	var api v1.PodStatus
 	if final {
 		api = status.FinalAPIStatus(pod)
@@ -30,7 +31,7 @@ func (s *Syncer) derive(ctx context.Context, pod *v1.Pod, status *PodStatus, fin
 	}
 	log := logr.FromContextOrDiscard(ctx)
 	past := false
-	if s.opts.Deadline != nil {
+	if prim.deadline != nil {
 		start := api.StartTime
 		switch {
 		case start == nil && pod.Status.StartTime != nil:
@@ -42,15 +43,15 @@ func (s *Syncer) derive(ctx context.Context, pod *v1.Pod, status *PodStatus, fin
 			start = s.firstSync(pod.UID, !final)
 		}
 		var err error
-		if past, err = s.opts.Deadline.Check(pod, start); err != nil {
+		if past, err = prim.deadline.Check(pod, start); err != nil {
 			log.V(1).Info("Checking the active deadline failed", "err", err.Error())
 		}
 		if past {
 			deadline.MarkFailed(&api)
 		}
 	}
-	if s.opts.Probes != nil {
-		if err := s.opts.Probes.UpdatePodStatus(pod, &api); err != nil {
+	if prim.probes != nil {
+		if err := prim.probes.UpdatePodStatus(pod, &api); err != nil {
 			log.V(1).Info("Some probes cannot run: they never pass", "err", err.Error())
 		}
 	}
@@ -82,7 +83,8 @@ func (s *Syncer) firstSync(uid types.UID, record bool) *metav1.Time {
 // preStop hook within the grace period, then StopContainer. It reports
 // whether it stopped any; SyncPod then restarts them by their policy.
 func (s *Syncer) killUnhealthy(ctx context.Context, pod *v1.Pod, status *PodStatus, sandboxID string, podIPs []string) (bool, error) {
-	if s.opts.Probes == nil {
+	prim := s.features()
+	if prim.probes == nil {
 		return false, nil
 	}
 	killed := false
@@ -92,7 +94,7 @@ func (s *Syncer) killUnhealthy(ctx context.Context, pod *v1.Pod, status *PodStat
 		if cur == nil || cur.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
-		restart, ok := s.opts.Probes.ShouldRestart(pod, c.Name, s.containerID(cur.GetId()))
+		restart, ok := prim.probes.ShouldRestart(pod, c.Name, s.containerID(cur.GetId()))
 		if !ok {
 			continue
 		}

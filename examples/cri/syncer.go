@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -101,8 +102,12 @@ type Options struct {
 	Stats StatsLister
 
 	// The per-pod primitives of lifecycle/, shared with the agent's other
-	// runtime (features.go). A pod that needs one the syncer was not given
-	// does not run: its containers wait (see Unsupported).
+	// runtime (features.go), for an embedder that builds them itself: an
+	// agent whose assembly builds them (lifecycle.AgentOptions.Features)
+	// leaves these unset and calls UsePodFeatures, which replaces all
+	// five (SyncPod's Options.X below then means the assembly's X). A pod
+	// that needs one the syncer was not given does not run: its
+	// containers wait (see Unsupported).
 
 	// Env builds each container's environment, command and args, and
 	// expands subPathExpr: a *podenv.Builder over the agent's getter.
@@ -155,6 +160,11 @@ type Syncer struct {
 	// active deadline of a pod that has no sandbox yet; an entry goes
 	// when the pod is forgotten.
 	starts map[types.UID]metav1.Time
+
+	// own are the primitives of Options; prims those the hooks use: own,
+	// or an assembly's (UsePodFeatures).
+	own   *primitives
+	prims atomic.Pointer[primitives]
 }
 
 var (
@@ -224,6 +234,8 @@ func New(sandboxes criapi.PodSandboxManager, containers criapi.ContainerManager,
 		opts.Hooks = containerhook.New(containerhook.Options{Exec: NewExecRunner(containers), Recorder: opts.Recorder, Logger: opts.Logger})
 	}
 	s.opts = opts
+	s.own = &primitives{env: opts.Env, volumes: opts.Volumes, probes: opts.Probes, hooks: opts.Hooks, deadline: opts.Deadline}
+	s.prims.Store(s.own)
 	return s, nil
 }
 
@@ -381,6 +393,7 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status *Pod
 // when the engine says they may go (the volume manager's Run removes them
 // otherwise, and retries a teardown that failed, which is only logged).
 func (s *Syncer) forget(ctx context.Context, namespace, name string, uid types.UID) error {
+	prim := s.features()
 	if s.opts.LogDirectory != "" && name != "" {
 		if err := os.RemoveAll(podLogDirectory(s.opts.LogDirectory, namespace, name, uid)); err != nil {
 			return fmt.Errorf("cri: removing the log directory of pod %s/%s (%s): %w", namespace, name, uid, err)
@@ -391,14 +404,14 @@ func (s *Syncer) forget(ctx context.Context, namespace, name string, uid types.U
 	s.startsMu.Lock()
 	delete(s.starts, uid)
 	s.startsMu.Unlock()
-	if s.opts.Probes != nil {
-		s.opts.Probes.RemovePod(uid)
+	if prim.probes != nil {
+		prim.probes.RemovePod(uid)
 	}
-	if s.opts.Deadline != nil {
-		s.opts.Deadline.Forget(uid)
+	if prim.deadline != nil {
+		prim.deadline.Forget(uid)
 	}
-	if s.opts.Volumes != nil {
-		if _, err := s.opts.Volumes.TearDown(uid); err != nil {
+	if prim.volumes != nil {
+		if _, err := prim.volumes.TearDown(uid); err != nil {
 			logr.FromContextOrDiscard(ctx).V(1).Info("Tearing down the pod's volumes failed; the volume manager retries", "err", err.Error())
 		}
 	}

@@ -20,10 +20,8 @@ import (
 
 	"github.com/podkit/podkit/examples/cri"
 	"github.com/podkit/podkit/lifecycle"
-	"github.com/podkit/podkit/lifecycle/deadline"
 	"github.com/podkit/podkit/lifecycle/event"
 	"github.com/podkit/podkit/lifecycle/podconfig"
-	"github.com/podkit/podkit/lifecycle/probe"
 	"github.com/podkit/podkit/lifecycle/volume"
 	"github.com/podkit/podkit/mirror"
 	"github.com/podkit/podkit/podworker"
@@ -138,39 +136,21 @@ func dialAndRunCRI(ctx context.Context, opts options, out io.Writer, log logr.Lo
 	return a.run(ctx)
 }
 
-// newCRIAgent assembles the agent over rt: the syncer, the lifecycle, the
-// manifest source and the printer of transitions. It starts nothing.
+// newCRIAgent assembles the agent over rt: the syncer, the lifecycle with
+// the per-pod features (built once by the assembly, as for the process
+// runtime: probes and hooks exec through the CRI, secrets and config maps
+// from --objects, volumes in the state directory), the manifest source
+// and the printer of transitions. It starts nothing.
 func newCRIAgent(opts options, out io.Writer, log logr.Logger, rt criRuntime, images cri.ImageStatusReader, runtimeName string) (*criAgent, error) {
 	a := &criAgent{console: newConsole(out), opts: opts, log: log, statuses: map[types.UID]criPodStatus{}}
-	// The per-pod primitives, made before the workers they ask (the
-	// syncer takes them, the workers take the syncer): win forwards to
-	// the workers once made, before anything runs.
-	win := &criWindow{}
-	requestSync := func(uid types.UID) { a.lc.RequestSync(uid) }
 	recorder := event.RecorderFunc(a.onEvent)
-	probes, err := probe.New(win, probe.Options{Exec: cri.NewExecRunner(rt), RequestSync: requestSync, Recorder: recorder, Logger: log.WithName("probes")})
-	if err != nil {
-		return nil, err
-	}
-	deadlines, err := deadline.New(win, deadline.Options{RequestSync: requestSync, Recorder: recorder, Logger: log.WithName("deadline")})
-	if err != nil {
-		return nil, err
-	}
-	// No getter of secrets and config maps yet: volumes and variables that
-	// reference them wait, saying so; emptyDir and downwardAPI work.
-	volumes, err := volume.New(filepath.Join(opts.stateDir, "cri-volumes"), nil, win, volume.Options{RequestSync: requestSync, Recorder: recorder, Logger: log.WithName("volumes")})
-	if err != nil {
-		return nil, err
-	}
+	var err error
 	a.syncer, err = cri.New(rt, rt, cri.Options{
 		Images:         images,
 		LogDirectory:   filepath.Join(opts.stateDir, "cri-logs"),
 		RuntimeName:    runtimeName,
 		RestartBackOff: opts.restartBackOff,
 		OnStatus:       a.onStatus,
-		Probes:         probes,
-		Deadline:       deadlines,
-		Volumes:        volumes,
 		Recorder:       recorder,
 		Logger:         log,
 	})
@@ -182,16 +162,17 @@ func newCRIAgent(opts options, out io.Writer, log logr.Logger, rt criRuntime, im
 		SyncLoop: lifecycle.SyncLoopOptions{RuntimePods: a.syncer},
 		Recorder: recorder,
 		Logger:   log,
+		Features: &lifecycle.PodFeatureOptions{
+			Exec:       cri.NewExecRunner(rt),
+			Objects:    newFileObjects(opts.objectsDir()),
+			VolumeRoot: filepath.Join(opts.stateDir, "cri-volumes"),
+			Volumes:    volume.Options{RefreshInterval: opts.volumeRefreshInterval},
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	win.w = a.lc.Workers()
-	for name, loop := range map[string]lifecycle.Runnable{"probes": probes, "deadlines": deadlines, "volumes": volumes} {
-		if err := a.lc.Add(name, loop); err != nil {
-			return nil, err
-		}
-	}
+	a.syncer.UsePodFeatures(a.lc.Features())
 	manifests, err := podconfig.NewManifestSource(opts.manifests, podconfig.ManifestOptions{
 		NodeName: opts.nodeName,
 		Interval: opts.manifestInterval,
@@ -205,24 +186,6 @@ func newCRIAgent(opts options, out io.Writer, log logr.Logger, rt criRuntime, im
 		return nil, err
 	}
 	return a, a.lc.Add("transitions", newTransitionPrinter(a.console, a.lc.Workers()))
-}
-
-// criWindow is the pod workers as the primitives ask them, by UID; w is
-// set once the workers are made, before anything runs.
-type criWindow struct {
-	w *podworker.PodWorkers[*cri.PodStatus]
-}
-
-func (c *criWindow) CouldHaveRunningContainers(uid types.UID) bool {
-	return c.w.CouldHaveRunningContainers(uid)
-}
-
-func (c *criWindow) IsPodTerminationRequested(uid types.UID) bool {
-	return c.w.IsPodTerminationRequested(uid)
-}
-
-func (c *criWindow) ShouldPodContentBeRemoved(uid types.UID) bool {
-	return c.w.ShouldPodContentBeRemoved(uid)
 }
 
 // run runs the agent until ctx ends or, with --until-idle, every pod has

@@ -130,3 +130,42 @@ func TestRunCRIFlagsAndUnreachableRuntime(t *testing.T) {
 	assert.Equal(t, exitFailed, code)
 	assert.Contains(t, stderr.String(), "the CRI runtime at unix://"+sock+" does not answer")
 }
+
+// TestRunCRIObjects runs over a real containerd a static pod whose env
+// (configMapKeyRef, envFrom a secret) and configMap volume come from the
+// files of --objects: the CRI agent resolves them through the assembly's
+// features, as the process runtime's agent does. The container checks
+// each value and exits non-zero on a mismatch.
+func TestRunCRIObjects(t *testing.T) {
+	cd := containerdtest.Start(t)
+	manifests, objects := t.TempDir(), t.TempDir()
+	writeObjects(t, objects, "app.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {level: debug, mode: fast}\n---\n"+
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {PASSWORD: s3cret}\n")
+	writeManifest(t, manifests, "configured", `apiVersion: v1
+kind: Pod
+metadata: {name: configured, namespace: default}
+spec:
+  restartPolicy: Never
+  volumes:
+  - {name: config, configMap: {name: app}}
+  containers:
+  - name: check
+    image: `+containerdtest.BusyboxImage+`
+    command: [sh, -c, 'test "$LEVEL" = debug && test "$DB_PASSWORD" = s3cret && test "$(cat /etc/app/mode)" = fast']
+    env:
+    - {name: LEVEL, valueFrom: {configMapKeyRef: {name: app, key: level}}}
+    envFrom:
+    - {prefix: DB_, secretRef: {name: db}}
+    volumeMounts: [{name: config, mountPath: /etc/app}]
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"--runtime", "cri", "--cri-endpoint", cd.Endpoint, "--manifests", manifests, "--objects", objects, "--until-idle",
+		"--state-dir", t.TempDir(), "--node-name", "cri-node", "--manifest-interval", "1s", "--shutdown-grace", "10s"}, &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
+	out := stdout.String()
+	assert.Regexp(t, `configured-cri-node_default +Succeeded; check exited 0`, out)
+	assert.NotContains(t, out, "s3cret", "a secret's value is never printed")
+}
