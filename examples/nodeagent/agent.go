@@ -272,40 +272,15 @@ func cgroupMode(s string) (processruntime.CgroupMode, error) {
 	return 0, fmt.Errorf("--cgroups %q: want auto, off or required", s)
 }
 
-// evictForLocalStorage is the volume manager's Options.Evict: a pod whose
-// emptyDir holds more than its sizeLimit is killed at once as an eviction
-// (the kubelet's eviction manager gives it no grace period: 0, which the
-// pod workers make 1 second) and ends Failed, reason Evicted, with the
-// manager's message. It returns without waiting, as Evict must.
+// evictForLocalStorage is the volume manager's Options.Evict (see
+// evictForLocalStorage in eviction.go).
 func (a *agent) evictForLocalStorage(uid types.UID, message string) {
-	info, ok := a.workers.Pod(uid)
-	if !ok || info.Pod == nil {
-		return
-	}
-	grace := int64(0)
-	err := a.workers.UpdatePod(context.Background(), podworker.UpdatePodOptions{
-		UpdateType: podworker.SyncPodKill,
-		Pod:        info.Pod,
-		MirrorPod:  info.MirrorPod,
-		StartTime:  time.Now(),
-		KillPodOptions: &podworker.KillPodOptions{
-			Evict:                                    true,
-			PodTerminationGracePeriodSecondsOverride: &grace,
-			PodStatusFunc: func(s *v1.PodStatus) {
-				s.Phase, s.Reason, s.Message = v1.PodFailed, reasonEvicted, message
-			},
-		},
-	})
-	if err != nil {
+	if name, err := evictForLocalStorage(a.workers, uid, message); err != nil {
 		a.log.Error(err, "Couldn't evict a pod over its emptyDir sizeLimit", "podUID", uid)
-		return
+	} else if name != "" {
+		a.say("evicting %s: %s", name, message)
 	}
-	a.say("evicting %s: %s", info.Pod.Name, message)
 }
-
-// reasonEvicted is the status reason of a pod the agent evicted, the
-// kubelet's.
-const reasonEvicted = "Evicted"
 
 // onReject records and prints a pod admission rejected.
 func (a *agent) onReject(_ context.Context, pod *v1.Pod, status v1.PodStatus) {

@@ -166,7 +166,7 @@ func newCRIAgent(opts options, out io.Writer, log logr.Logger, rt criRuntime, im
 			Exec:       cri.NewExecRunner(rt),
 			Objects:    newFileObjects(opts.objectsDir()),
 			VolumeRoot: filepath.Join(opts.stateDir, "cri-volumes"),
-			Volumes:    volume.Options{RefreshInterval: opts.volumeRefreshInterval},
+			Volumes:    volume.Options{RefreshInterval: opts.volumeRefreshInterval, Evict: a.evictForLocalStorage},
 		},
 	})
 	if err != nil {
@@ -250,6 +250,9 @@ func (a *criAgent) onStatus(pod *v1.Pod, status v1.PodStatus) {
 	a.mu.Unlock()
 	if !seen || prev.status.Phase != status.Phase {
 		msg := "phase " + string(status.Phase)
+		if status.Reason != "" {
+			msg += " (" + status.Reason + ")"
+		}
 		if status.PodIP != "" {
 			msg += ", IP " + status.PodIP
 		}
@@ -317,6 +320,16 @@ func (a *criAgent) poll(ctx context.Context, cond func() bool) error {
 		}
 	}
 	return nil
+}
+
+// evictForLocalStorage is the volume manager's Options.Evict (see
+// evictForLocalStorage in eviction.go).
+func (a *criAgent) evictForLocalStorage(uid types.UID, message string) {
+	if name, err := evictForLocalStorage(a.lc.Workers(), uid, message); err != nil {
+		a.log.Error(err, "Couldn't evict a pod over its emptyDir sizeLimit", "podUID", uid)
+	} else if name != "" {
+		a.say("evicting %s: %s", name, message)
+	}
 }
 
 // say prints a line about the agent itself.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,4 +169,41 @@ spec:
 	out := stdout.String()
 	assert.Regexp(t, `configured-cri-node_default +Succeeded; check exited 0`, out)
 	assert.NotContains(t, out, "s3cret", "a secret's value is never printed")
+}
+
+// On the CRI runtime too, a pod whose emptyDir holds more than its
+// sizeLimit is evicted: Failed, reason Evicted, with the kubelet's
+// message; a pod under its limit finishes on its own.
+func TestRunCRIEvictsAPodOverItsEmptyDirSizeLimit(t *testing.T) {
+	cd := containerdtest.Start(t)
+	manifests := t.TempDir()
+	pod := `apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: default}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 30
+  volumes:
+  - {name: cache, emptyDir: {sizeLimit: 1Mi}}
+  containers:
+  - name: fill
+    image: ` + containerdtest.BusyboxImage + `
+    command: [sh, -c, 'dd if=/dev/zero of=/cache/fill bs=1024 count=%d 2>/dev/null; sleep %d']
+    volumeMounts: [{name: cache, mountPath: /cache}]
+`
+	writeManifest(t, manifests, "over", fmt.Sprintf(pod, "over", 4096, 300))
+	writeManifest(t, manifests, "under", fmt.Sprintf(pod, "under", 256, 3))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"--runtime", "cri", "--cri-endpoint", cd.Endpoint, "--manifests", manifests, "--until-idle",
+		"--state-dir", t.TempDir(), "--node-name", "cri-node", "--manifest-interval", "1s", "--volume-refresh-interval", "200ms", "--shutdown-grace", "10s"}, &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
+	out := stdout.String()
+	assert.Contains(t, out, `evicting over-cri-node: Usage of EmptyDir volume "cache" exceeds the limit "1Mi".`)
+	assert.Regexp(t, `over-cri-node_default +phase Failed \(Evicted\)`, out)
+	assert.Contains(t, out, `event Warning SizeLimitExceeded: Usage of EmptyDir volume "cache" exceeds the limit "1Mi".`)
+	assert.Regexp(t, `under-cri-node_default +Succeeded; fill exited 0`, out)
+	assert.NotContains(t, out, "evicting under-cri-node")
 }
