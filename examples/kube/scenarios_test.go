@@ -31,6 +31,7 @@ func TestCluster(t *testing.T) {
 		{"SidecarJob", testSidecarJob},
 		{"EmptyDirSizeLimit", testEmptyDirSizeLimit},
 		{"KeySearch", testKeySearch},
+		{"ServiceLinks", testServiceLinks},
 		{"PodNetwork", testPodNetwork},
 		{"GracefulNodeShutdown", testGracefulNodeShutdown},
 	}

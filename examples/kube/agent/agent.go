@@ -23,6 +23,7 @@ import (
 	"github.com/podkit/podkit/examples/kube/nodemetrics"
 	"github.com/podkit/podkit/examples/kube/nodestatus"
 	"github.com/podkit/podkit/examples/kube/objectcache"
+	"github.com/podkit/podkit/examples/kube/serviceenv"
 	"github.com/podkit/podkit/examples/kube/statuswriter"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 	"github.com/podkit/podkit/lifecycle"
@@ -220,6 +221,12 @@ func (a *Agent) build() error {
 	// (the Node authorizer's rule); a change syncs the pods that reference
 	// it. The lifecycle is built below, hence the pointer.
 	var lcRef atomic.Pointer[lifecycle.Agent[processruntime.PodStatus]]
+	// The service variables of the pods' environments (enableServiceLinks),
+	// from a watch of the cluster's Services, as a kubelet's.
+	services, err := serviceenv.New(cfg.Client, log.WithName("services"))
+	if err != nil {
+		return err
+	}
 	objects, err := objectcache.New(cfg.Client, objectcache.Options{
 		RequestSync: func(uid types.UID) {
 			if lc := lcRef.Load(); lc != nil {
@@ -254,7 +261,7 @@ func (a *Agent) build() error {
 			Objects:    objects,
 			Tokens:     objectcache.NewTokenRequester(cfg.Client),
 			VolumeRoot: volumeRoot(a.rt),
-			Env:        podenv.Options{NodeAllocatable: a.allocatable},
+			Env:        podenv.Options{NodeAllocatable: a.allocatable, ServiceEnv: services.Env},
 			Volumes: volume.Options{
 				MapIDs: a.rt.MapIDs, NodeAllocatable: a.allocatable,
 				RefreshInterval: cfg.VolumeRefreshInterval,
@@ -283,6 +290,7 @@ func (a *Agent) build() error {
 			PodUpdatedFunc: objects.RegisterPod, PodForgottenFunc: objects.UnregisterPod,
 		}}),
 		a.lc.Add("event recorder", a.recorder),
+		a.lc.Add("services", services),
 		a.lc.Add("status writer", lifecycle.RunnableFunc(func(ctx context.Context) error { return writer.Run(ctx, a.lc.Workers()) })),
 		a.lc.Add("node registration", lifecycle.RunnableFunc(a.registration.Run)),
 	}
