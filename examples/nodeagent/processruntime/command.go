@@ -65,6 +65,9 @@ type launch struct {
 	// which imageSource describes, for the warning.
 	fromImage   bool
 	imageSource string
+	// applet says argv is [the node's multi-call program, applet, args...]
+	// (ImageConfig.Multicall).
+	applet bool
 }
 
 // launchOf resolves what container spec of pod runs, or why it waits.
@@ -96,6 +99,9 @@ func (r *Runtime) launchOf(pod *v1.Pod, spec *v1.Container) (launch, *reasonMess
 		l.argv = append(append([]string(nil), entrypoint...), args...)
 		l.fromImage = true
 		l.imageSource = fmt.Sprintf("entrypoint %q, cmd %q", entrypoint, cfg.Cmd)
+	}
+	if known && len(l.argv) > 0 {
+		l.argv, l.applet = r.multicalls.argv(cfg.Multicall, l.argv)
 	}
 	if len(l.argv) == 0 || l.argv[0] == "" {
 		return launch{}, &reasonMessage{ReasonCreateContainerError, fmt.Sprintf("no command specified: the container has none and image %q has neither entrypoint nor cmd", spec.Image)}
@@ -160,7 +166,9 @@ func dedupEnv(env []string) []string {
 // the image's, once the container started with l.
 func (r *Runtime) hostProgramWarning(spec *v1.Container, l launch) reasonMessage {
 	prog := l.argv[0]
-	if exe, err := lookPath(prog, l.path, "/"); err == nil && exe != prog {
+	if l.applet {
+		prog = fmt.Sprintf("%s (an applet of %s)", l.argv[1], l.argv[0])
+	} else if exe, err := lookPath(prog, l.path, "/"); err == nil && exe != prog {
 		prog = fmt.Sprintf("%s (%s)", prog, exe)
 	}
 	msg := fmt.Sprintf("image %q is not pulled: this node runs its own programs, so the container's %s is the node's", spec.Image, prog)

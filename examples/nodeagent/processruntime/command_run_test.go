@@ -3,6 +3,7 @@ package processruntime_test
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +90,7 @@ func TestArgsOnlyContainerRunsTheImagesShell(t *testing.T) {
 
 			got := warnings(ev, pod.UID, "main", processruntime.ReasonHostProgram)
 			require.Len(t, got, 1, "one warning for the container, not one per start")
-			assert.Contains(t, got[0].Message, `image "registry.k8s.io/busybox:1.36" is not pulled: this node runs its own programs, so the container's sh (/`)
+			assert.Contains(t, got[0].Message, `image "registry.k8s.io/busybox:1.36" is not pulled: this node runs its own programs, so the container's sh (`)
 			assert.Equal(t, v1.PodSucceeded, processruntime.APIStatus(pod, status(t, rt, pod.UID)).Phase)
 			terminate(t, rt, pod, 1)
 		})
@@ -185,4 +186,31 @@ func (e *events) countLocked(match func(processruntime.Event) bool) int {
 		}
 	}
 	return n
+}
+
+// A busybox container's sh is the node's busybox ash where the node has
+// busybox (ImageConfig.Multicall), as in the image: `[[` and `echo -n`
+// work, where the node's dash has neither.
+func TestBusyboxCommandsAreTheNodesBusyboxApplets(t *testing.T) {
+	t.Parallel()
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("no busybox on this machine")
+	}
+	ev := newEvents()
+	rt := openRuntime(t, processruntime.Options{OnEvent: ev.add})
+	pod := newPod(v1.RestartPolicyNever, "c", "")
+	pod.Spec.Containers[0].Image = "busybox:1.28"
+	pod.Spec.Containers[0].Command = []string{"/bin/sh", "-c", `[[ a == a ]] && echo -n ash; echo`}
+	out := runToEnd(t, rt, ev, pod)
+	assert.Equal(t, "ash\n", out)
+	got := warnings(ev, pod.UID, "c", processruntime.ReasonHostProgram)
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0].Message, "the container's sh (an applet of "+bb+") is the node's")
+
+	// Another image's sh is the node's sh, as before.
+	other := newPod(v1.RestartPolicyNever, "c", "")
+	other.Spec.Containers[0].Image = "debian:12"
+	other.Spec.Containers[0].Command = []string{"sh", "-c", `echo $0`}
+	assert.Equal(t, "sh\n", runToEnd(t, rt, ev, other))
 }

@@ -35,6 +35,14 @@ type ImageConfig struct {
 	// the pod), for containers without runAsUser; empty is root. A user
 	// name is refused: the runtime reads no image's /etc/passwd.
 	User string `json:"user,omitempty"`
+	// Multicall names the multi-call program whose applets the image's
+	// commands are (busybox): where the node has that program (in the
+	// agent's PATH), a container command that names one of its applets
+	// ("sh", "/bin/sh", "wget") runs as that applet of the node's
+	// program, as in the image, rather than as the node's program of the
+	// same name (dash for sh, say). Elsewhere, or for a command that is no
+	// applet of it, the command runs as without Multicall.
+	Multicall string `json:"multicall,omitempty"`
 }
 
 // ImageConfigs tells the runtime the configuration of an image, by its
@@ -227,6 +235,9 @@ func (c ImageConfig) validate() error {
 	}
 	if _, err := parseImageUser(c.User); err != nil {
 		return err
+	}
+	if strings.ContainsAny(c.Multicall, "/ \t\n") {
+		return fmt.Errorf("multicall %q must be a program's name, without a path", c.Multicall)
 	}
 	return nil
 }

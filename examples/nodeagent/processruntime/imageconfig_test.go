@@ -101,6 +101,7 @@ func TestNewImageTableErrors(t *testing.T) {
 		"env":             {map[string]processruntime.ImageConfig{"app": {Env: []string{"=x"}}}, `env entry "=x" is not KEY=value`},
 		"user name":       {map[string]processruntime.ImageConfig{"app": {User: "nginx"}}, `user "nginx" is not numeric`},
 		"group name":      {map[string]processruntime.ImageConfig{"app": {User: "101:nginx"}}, `group "nginx" is not numeric`},
+		"multicall path":  {map[string]processruntime.ImageConfig{"app": {Multicall: "/bin/busybox"}}, `multicall "/bin/busybox" must be a program's name, without a path`},
 	} {
 		_, err := processruntime.NewImageTable(tc.entries)
 		require.Error(t, err, name)

@@ -12,9 +12,11 @@ package processruntime
 // script, and the arguments run as the script would run them. perl's CMD
 // names its versioned program (perl5.x.y); the entry names perl. No entry
 // has env, workingDir or user: the program run is the host's, so the
-// image's PYTHON_VERSION or GOPATH would not describe it.
+// image's PYTHON_VERSION or GOPATH would not describe it. busybox's
+// commands are applets of the node's busybox where it has one (Multicall),
+// so its sh is ash, as in the image, not the node's dash.
 var defaultImageEntries = map[string]ImageConfig{
-	"busybox":             {Cmd: []string{"sh"}},
+	"busybox":             {Cmd: []string{"sh"}, Multicall: "busybox"},
 	"alpine":              {Cmd: []string{"/bin/sh"}},
 	"debian":              {Cmd: []string{"bash"}},
 	"ubuntu":              {Cmd: []string{"/bin/bash"}},

@@ -235,6 +235,8 @@ type Runtime struct {
 	masks        []string
 	imageUsers   ImageUsers
 	imageConfigs ImageConfigs
+	// multicalls are the node's multi-call programs (ImageConfig.Multicall).
+	multicalls   multicalls
 	volumeSource VolumeSource
 	// features are the per-pod features (UsePodFeatures); nil without.
 	features atomic.Pointer[lifecycle.PodFeatures]
