@@ -23,7 +23,9 @@ func TestLaunchCommandRules(t *testing.T) {
 		"busybox:custom":  {Cmd: []string{"ash"}},
 	})
 	require.NoError(t, err)
-	r := &Runtime{path: DefaultPath, imageConfigs: table}
+	// As on a node without busybox: the rules, not busybox's applets
+	// (TestBusyboxCommandsAreTheNodesBusyboxApplets).
+	r := &Runtime{path: DefaultPath, imageConfigs: table, multicalls: multicalls{found: map[string]*multicallProgram{"busybox": {}}}}
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
 	env := []v1.EnvVar{{Name: "MODE", Value: "fast"}}
 	for name, tc := range map[string]struct {
