@@ -73,7 +73,7 @@ func testImages(t *testing.T, h *harness) {
 	running := waitPods(t, admin, ns, "app=busybox", "1 Running", allRunning(1))
 	requireProcesses(t, running)
 	waitForEvent(t, admin, ns, string(running[0].UID), eventMatch{typ: v1.EventTypeWarning, reason: processruntime.ReasonHostProgram, fieldPath: "spec.containers{main}",
-		message: `image "busybox:1.36" is not pulled: this node runs its own programs, so the container's sh (/...`})
+		message: `image "busybox:1.36" is not pulled: this node runs its own programs, so the container's sh (...`})
 }
 
 // testSidecarJob: a Job whose pod has a sidecar (an init container with

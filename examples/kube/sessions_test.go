@@ -13,11 +13,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/podkit/podkit/examples/kube/internal/terminaltest"
@@ -123,14 +125,20 @@ func testSessions(t *testing.T, h *harness) {
 			"sh", "-c", `while read line; do [ "$line" = quit ] && exit 0; echo "got $line, $(cat /data/marker)"; done`)...)
 		assert.Equal(t, 0, code, shown)
 		assert.Contains(t, shown, "got hello, from-main", "the debugger typed into, in its target's view")
-		pod, err := cs.CoreV1().Pods(ns).Get(ctx, "sessions", metav1.GetOptions{})
-		require.NoError(t, err)
-		require.Len(t, pod.Status.EphemeralContainerStatuses, 1)
-		es := pod.Status.EphemeralContainerStatuses[0]
+		// The status writer reports the exit a moment after the session
+		// ended.
+		var es v1.ContainerStatus
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, clusterTimeout, true, func(ctx context.Context) (bool, error) {
+			pod, err := cs.CoreV1().Pods(ns).Get(ctx, "sessions", metav1.GetOptions{})
+			if err != nil || len(pod.Status.EphemeralContainerStatuses) != 1 {
+				return false, nil
+			}
+			es = pod.Status.EphemeralContainerStatuses[0]
+			return es.State.Terminated != nil, nil
+		})
+		require.NoError(t, err, "the debugger's status says it ended: %+v", es.State)
 		assert.Equal(t, "debugger", es.Name)
-		if assert.NotNil(t, es.State.Terminated, "%+v", es.State) {
-			assert.Equal(t, int32(0), es.State.Terminated.ExitCode)
-		}
+		assert.Equal(t, int32(0), es.State.Terminated.ExitCode)
 	})
 	t.Run("Stats", func(t *testing.T) {
 		raw := k.run(t, "get", "--raw", "/api/v1/nodes/"+nodes[0].Name()+"/proxy/stats/summary")
