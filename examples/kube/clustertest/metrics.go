@@ -31,9 +31,13 @@ const (
 	metricsServerName = "metrics-server"
 	metricsAPIGroup   = "metrics.k8s.io"
 	metricsAPIVersion = "v1beta1"
-	// metricsResolution is how often metrics-server scrapes the nodes:
-	// its minimum is 10s and it must exceed the scrape timeout (10s).
-	metricsResolution     = "15s"
+	// metricsResolution is how often metrics-server scrapes the nodes,
+	// its minimum; kubectl top answers for a node or pod after two
+	// scrapes. metricsScrapeTimeout bounds one scrape: metrics-server
+	// refuses a resolution under 10/9 of it (its default, 10s, would
+	// need 12s).
+	metricsResolution     = "10s"
+	metricsScrapeTimeout  = "5s"
 	metricsServerStartTTL = time.Minute
 	metricsServerStopTTL  = 10 * time.Second
 )
@@ -87,6 +91,7 @@ func (c *Cluster) startMetricsServer(ctx context.Context, binary, dir string) (*
 		"--kubelet-use-node-status-port",
 		"--kubelet-certificate-authority=" + files.CACert,
 		"--metric-resolution=" + metricsResolution,
+		"--kubelet-request-timeout=" + metricsScrapeTimeout,
 	}
 	m := &metricsServer{tail: &tailWriter{max: 50}, exited: make(chan struct{})}
 	log := c.opts.ControlPlaneLog
