@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/podkit/podkit/examples/kube/clustertest"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
@@ -46,7 +48,8 @@ func TestClusterCommandKeepsTheUsersKubeconfig(t *testing.T) {
 
 // TestClusterCommand runs the podkit-cluster command as a user does: it
 // prints a kubeconfig kubectl works with (the server's version is the
-// Kubernetes release it is built from, 3 Ready nodes, a pod's log), says
+// Kubernetes release it is built from, 3 Ready nodes, a pod's log,
+// kubectl top from the metrics-server it runs by default), says
 // how the pods are contained, and on Ctrl-C (SIGINT) stops every pod's process, removes its temporary
 // directory and its kubeconfig, and exits 0.
 func TestClusterCommand(t *testing.T) {
@@ -57,6 +60,8 @@ func TestClusterCommand(t *testing.T) {
 	// by a build of minutes.
 	_, err := clustertest.BuildControlPlane(testContextFor(t, 30*time.Minute), nil)
 	require.NoError(t, err)
+	// So is metrics-server, which it runs by default.
+	buildMetricsServer(t, nil)
 	tmp := t.TempDir() // the command's TMPDIR: it must be empty again at the end
 	kubeconfig := filepath.Join(t.TempDir(), "podkit.kubeconfig")
 	cmd := exec.Command(bin, "--nodes", "3", "--kubeconfig", kubeconfig)
@@ -97,6 +102,12 @@ func TestClusterCommand(t *testing.T) {
 	cli.waitOutput(t, "pod/default/hello", "Running")
 	assert.Equal(t, "hello\n", k.run(t, "logs", "hello"))
 	uids := map[string]bool{strings.TrimSpace(k.run(t, "get", "pod", "hello", "-o", "jsonpath={.metadata.uid}")): true}
+	// kubectl top answers, from the metrics-server it runs by default
+	// (testKubectlTop checks the figures).
+	require.NoError(t, wait.PollUntilContextTimeout(testContextFor(t, clusterTimeout), time.Second, clusterTimeout, true, func(context.Context) (bool, error) {
+		out, _, err := k.try(t, "top", "pod", "hello")
+		return err == nil && len(parseTop(out)) == 1, nil
+	}), "kubectl top pod hello answers")
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	select {

@@ -68,11 +68,15 @@ func startHarness(t *testing.T) *harness {
 	logs, err := os.Create(logPath)
 	require.NoError(t, err)
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(2), textlogger.Output(logs)))
+	metricsServer := buildMetricsServer(t, logs)
 	start := time.Now()
 	c, err := clustertest.Start(testContextFor(t, clusterTimeout), clustertest.Options{
 		Logger:          logger,
 		ControlPlaneLog: logs,
 		NewAgent:        harnessAgent,
+		// For kubectl top (testKubectlTop).
+		MetricsServer:       true,
+		MetricsServerBinary: metricsServer,
 	})
 	require.NoError(t, err)
 	t.Logf("control plane ready in %v", time.Since(start).Round(time.Millisecond))

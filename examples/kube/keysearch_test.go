@@ -48,7 +48,7 @@ func testKeySearch(t *testing.T, h *harness) {
 
 	// Every secret of the cluster, by a line of its content.
 	var secrets []string
-	for _, f := range []string{"control-plane/pki/sa.key", "control-plane/pki/ca.key", "control-plane/pki/apiserver.key", "control-plane/pki/apiserver-kubelet-client.key"} {
+	for _, f := range []string{"control-plane/pki/sa.key", "control-plane/pki/ca.key", "control-plane/pki/apiserver.key", "control-plane/pki/apiserver-kubelet-client.key", "control-plane/pki/metrics-server.key"} {
 		secrets = append(secrets, keyLine(t, filepath.Join(dir, f)))
 	}
 	for i, s := range secrets {

@@ -22,6 +22,7 @@ func TestCluster(t *testing.T) {
 		{"Drain", testDrain},
 		{"NamespaceDeletion", testNamespaceDeletion},
 		{"Kubectl", testKubectl},
+		{"Top", testKubectlTop},
 		{"KubeletAPIAuth", testKubeletAPIAuth},
 		{"Sessions", testSessions},
 		{"Metrics", testMetrics},

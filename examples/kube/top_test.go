@@ -2,64 +2,149 @@ package kube_test
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/podkit/podkit/examples/kube/clustertest"
+)
+
+// metricsServerBuildTimeout bounds the harness's build of metrics-server:
+// the first on a machine compiles its own Kubernetes libraries (minutes
+// on a loaded machine); later ones find it up to date in seconds.
+const metricsServerBuildTimeout = 30 * time.Minute
+
+// buildMetricsServer builds metrics-server for the harness (its
+// Options.MetricsServerBinary) before the cluster starts, so that a first
+// build does not count against the start's timeout.
+func buildMetricsServer(t *testing.T, log io.Writer) string {
+	t.Helper()
+	start := time.Now()
+	bin, err := clustertest.BuildMetricsServer(testContextFor(t, metricsServerBuildTimeout), log)
+	require.NoError(t, err)
+	t.Logf("metrics-server built (or found up to date) in %v", time.Since(start).Round(time.Millisecond))
+	return bin
+}
+
+// The pods of testKubectlTop: one burns CPU, capped at burnerCPU by its
+// limit (so that it takes a fifth of a core, not a whole one, of the
+// machine the other scenarios share), and holds burnerMemory bytes in a
+// shell variable; one sleeps.
+const (
+	burnerCPU    = "200m"
+	burnerMemory = 16 << 20
+	burnerScript = `x=$(head -c 16777216 /dev/zero | tr '\0' a); while :; do :; done`
 )
 
 // testKubectlTop: the real kubectl top node and top pod answer on the
-// harness, from metrics-server (clustertest's Options.MetricsServer),
-// which scrapes the podkit nodes' /metrics/resource: a line for the node
-// and one for its pod, with CPU and memory.
+// harness, from metrics-server (clustertest's Options.MetricsServer)
+// scraping the podkit nodes' /metrics/resource: every node of the pool
+// listed with CPU and memory above zero, and the pods with figures that
+// tell them apart (the burner's CPU above the sleeper's, its memory at
+// least what it holds).
 func testKubectlTop(t *testing.T, h *harness) {
-	node := h.pool(t, "top", 1)[0]
+	nodes := h.pool(t, "top", 2)
 	ns := h.namespace(t, "top")
-	pod := runSleepers(t, h.c.Admin(), ns, "svc", "top", 1)[0]
+	admin := h.c.Admin()
 	ctx := testContextFor(t, clusterTimeout)
+
+	burner := poolPod(ns, "top", "burner", burnerScript)
+	burner.Spec.NodeName = nodes[0].Name()
+	burner.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse(burnerCPU)}
+	sleeper := poolPod(ns, "top", "sleeper", "exec sleep 3600")
+	sleeper.Spec.NodeName = nodes[1].Name()
+	for _, p := range []*v1.Pod{burner, sleeper} {
+		_, err := admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	waitPods(t, admin, ns, "", "both Running", allRunning(2))
 	start := time.Now()
 
-	// metrics-server needs two scrapes (its resolution is 10 s) before it
-	// has a rate of CPU use to serve.
-	top := func(what string, args ...string) string {
+	// metrics-server answers for a node or pod once it has scraped it
+	// twice (a rate of CPU use needs two points), until then kubectl
+	// prints <unknown> for a node or leaves the pod out.
+	top := func(what string, names []string, args ...string) map[string]topFigures {
 		var out, errOut string
+		var figures map[string]topFigures
 		err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
 			var err error
-			out, errOut, err = h.kubectl.try(t, args...)
-			return err == nil, nil
+			if out, errOut, err = h.kubectl.try(t, args...); err != nil {
+				return false, nil
+			}
+			figures = parseTop(out)
+			for _, n := range names {
+				if _, ok := figures[n]; !ok {
+					return false, nil
+				}
+			}
+			return true, nil
 		})
-		require.NoError(t, err, "kubectl %s never answered; last: %s%s", strings.Join(args, " "), out, errOut)
-		t.Logf("kubectl top %s answered %v after the pod ran", what, time.Since(start).Round(time.Millisecond))
-		return out
+		require.NoError(t, err, "kubectl %s never listed %v with figures; last: %s%s", strings.Join(args, " "), names, out, errOut)
+		t.Logf("kubectl top %s answered for %v %v after the pods ran", what, names, time.Since(start).Round(time.Millisecond))
+		return figures
 	}
-	out := top("node", "top", "node", node.Name())
-	require.Contains(t, out, "CPU(cores)", "the header")
-	requireTopLine(t, out, node.Name())
 
-	out = top("pod", "top", "pod", "-n", ns)
-	require.Contains(t, out, "MEMORY(bytes)", "the header")
-	requireTopLine(t, out, pod.Name)
+	nodeNames := []string{nodes[0].Name(), nodes[1].Name()}
+	figures := top("node", nodeNames, "top", "node", "-l", poolLabel+"=top")
+	require.Len(t, figures, len(nodes), "every node of the pool, and no other")
+	for _, n := range nodeNames {
+		f := figures[n]
+		require.Positive(t, f.cpu.MilliValue(), "CPU of node %s", n)
+		require.Positive(t, f.memory.Value(), "memory of node %s", n)
+	}
+
+	figures = top("pod", []string{"burner", "sleeper"}, "top", "pod", "-n", ns)
+	require.Len(t, figures, 2)
+	b, s := figures["burner"], figures["sleeper"]
+	require.Greater(t, b.cpu.MilliValue(), s.cpu.MilliValue(), "the burner's CPU (%v) above the sleeper's (%v)", &b.cpu, &s.cpu)
+	require.GreaterOrEqual(t, b.cpu.MilliValue(), int64(20), "the burner burns CPU: %v", &b.cpu)
+	// Three quarters: kubectl rounds down to MiB, and a page or two of
+	// the string may be reclaimed or not yet counted.
+	require.GreaterOrEqual(t, b.memory.Value(), int64(burnerMemory*3/4), "the burner's memory (%v) holds its %d bytes", &b.memory, burnerMemory)
+	require.Greater(t, b.memory.Value(), s.memory.Value(), "the burner's memory (%v) above the sleeper's (%v)", &b.memory, &s.memory)
 }
 
-// requireTopLine checks that out has a line for name with a CPU value in
-// millicores or cores and a memory value with a unit.
-func requireTopLine(t *testing.T, out, name string) {
-	t.Helper()
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && f[0] == name {
-			require.Regexp(t, `^[0-9]+m?$`, f[1], "CPU of %s", name)
-			require.Regexp(t, `^[0-9]+(Ki|Mi|Gi)$`, f[2], "memory of %s", name)
-			return
+// topFigures are the CPU and memory of a line of kubectl top.
+type topFigures struct {
+	cpu, memory resource.Quantity
+}
+
+// parseTop returns the figures of each line of kubectl top's output
+// (NAME CPU(cores) [CPU(%)] MEMORY(bytes) ...) by name, leaving out the
+// header and the lines whose figures are <unknown>.
+func parseTop(out string) map[string]topFigures {
+	figures := map[string]topFigures{}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) == 0 {
+		return figures
+	}
+	header := strings.Fields(lines[0])
+	memCol := -1
+	for i, h := range header {
+		if h == "MEMORY(bytes)" {
+			memCol = i
 		}
 	}
-	require.Failf(t, "no line for "+name, "kubectl top said:\n%s", out)
+	if len(header) < 3 || header[1] != "CPU(cores)" || memCol < 0 {
+		return figures
+	}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if len(f) <= memCol {
+			continue
+		}
+		cpu, err1 := resource.ParseQuantity(f[1])
+		memory, err2 := resource.ParseQuantity(f[memCol])
+		if err1 == nil && err2 == nil {
+			figures[f[0]] = topFigures{cpu: cpu, memory: memory}
+		}
+	}
+	return figures
 }
-
-// testKubectlTop is not yet in TestCluster's scenarios: it needs the
-// harness started with Options.MetricsServer, whose first build of
-// metrics-server (minutes) does not fit the harness's start timeout; see
-// the session report.
-var _ = testKubectlTop

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/podkit/podkit/examples/kube/internal/controlplane"
 )
@@ -31,9 +33,13 @@ const (
 	metricsServerName = "metrics-server"
 	metricsAPIGroup   = "metrics.k8s.io"
 	metricsAPIVersion = "v1beta1"
-	// metricsResolution is how often metrics-server scrapes the nodes:
-	// its minimum is 10s and it must exceed the scrape timeout (10s).
-	metricsResolution     = "15s"
+	// metricsResolution is how often metrics-server scrapes the nodes,
+	// its minimum; kubectl top answers for a node or pod after two
+	// scrapes. metricsScrapeTimeout bounds one scrape: metrics-server
+	// refuses a resolution under 10/9 of it (its default, 10s, would
+	// need 12s).
+	metricsResolution     = "10s"
+	metricsScrapeTimeout  = "5s"
 	metricsServerStartTTL = time.Minute
 	metricsServerStopTTL  = 10 * time.Second
 )
@@ -87,6 +93,7 @@ func (c *Cluster) startMetricsServer(ctx context.Context, binary, dir string) (*
 		"--kubelet-use-node-status-port",
 		"--kubelet-certificate-authority=" + files.CACert,
 		"--metric-resolution=" + metricsResolution,
+		"--kubelet-request-timeout=" + metricsScrapeTimeout,
 	}
 	m := &metricsServer{tail: &tailWriter{max: 50}, exited: make(chan struct{})}
 	log := c.opts.ControlPlaneLog
@@ -203,7 +210,17 @@ func (c *Cluster) createMetricsServerRBAC(ctx context.Context) error {
 // Endpoints at NodeIP:port and the APIService of metrics.k8s.io/v1beta1,
 // verified against the cluster CA.
 func (c *Cluster) registerMetricsAPI(ctx context.Context, port int) error {
-	core := c.admin.CoreV1()
+	// The API server warns that v1 Endpoints are deprecated, which
+	// client-go would print on the standard error of every program
+	// starting a cluster (podkit-cluster's terminal): this client drops
+	// the warnings.
+	quiet := rest.CopyConfig(c.adminConfig)
+	quiet.WarningHandler = rest.NoWarnings{}
+	client, err := kubernetes.NewForConfig(quiet)
+	if err != nil {
+		return fmt.Errorf("clustertest: %w", err)
+	}
+	core := client.CoreV1()
 	svc := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: metricsServerName, Namespace: metav1.NamespaceSystem},
 		Spec: v1.ServiceSpec{Ports: []v1.ServicePort{{

@@ -93,7 +93,7 @@ type Options struct {
 	// horizontal pod autoscaler read, from the nodes' /metrics/resource.
 	// Start builds it (BuildMetricsServer) unless MetricsServerBinary
 	// names one, and returns once it listens, before its first scrape
-	// (kubectl top answers after two scrapes, 15 seconds apart).
+	// (kubectl top answers after two scrapes, 10 seconds apart).
 	MetricsServer       bool
 	MetricsServerBinary string
 	// APIServerFlags, SchedulerFlags and ControllerManagerFlags are extra
