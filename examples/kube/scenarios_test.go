@@ -33,6 +33,7 @@ func TestCluster(t *testing.T) {
 		{"EmptyDirSizeLimit", testEmptyDirSizeLimit},
 		{"KeySearch", testKeySearch},
 		{"ServiceLinks", testServiceLinks},
+		{"ProbesAndHooks", testProbesAndHooks},
 		{"PodNetwork", testPodNetwork},
 		{"GracefulNodeShutdown", testGracefulNodeShutdown},
 	}
