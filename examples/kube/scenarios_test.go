@@ -24,6 +24,7 @@ func TestCluster(t *testing.T) {
 		{"Kubectl", testKubectl},
 		{"KubeletAPIAuth", testKubeletAPIAuth},
 		{"Sessions", testSessions},
+		{"DocManifests", testDocManifests},
 		{"Metrics", testMetrics},
 		{"FinalStatusBurst", testClusterFinalStatusBurst},
 		{"Features", testFeatureManifests},
