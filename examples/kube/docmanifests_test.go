@@ -80,7 +80,7 @@ func testDocManifests(t *testing.T, h *harness) {
 			c := containerStatus(r.o.pods[0], "command-demo-container")
 			require.NotNil(t, c.LastTerminationState.Terminated, "%+v", c)
 			assert.Equal(t, int32(1), c.LastTerminationState.Terminated.ExitCode)
-			assert.NotEqual(t, v1.PodFailed, r.o.pods[0].Status.Phase)
+			assert.Equal(t, v1.PodRunning, r.o.pods[0].Status.Phase, "a kubelet's phase of an OnFailure pod whose container is to restart")
 		}},
 		{file: "02-dapi-envars-pod.yaml", until: logSays("dapi-envars-fieldref/test-container", "default\n"), check: func(t *testing.T, r *docRun) {
 			p := r.o.pods[0]
@@ -518,23 +518,31 @@ func podWaitsIn(p v1.Pod, reasons []string) bool {
 	})
 }
 
-// refusedProgram checks a manifest whose image's program the host lacks:
-// each pod's container waits with a message, the start's Failed event
-// names the program, and no pod is Failed.
+// refusedProgram checks a manifest (of restartPolicy Always) whose
+// image's program the host lacks: each pod's container waits with a
+// message, the start's Failed event names the program, and each pod is
+// Running, the kubelet's phase for a pod whose container exited and is to
+// restart.
 func refusedProgram(program string) func(*testing.T, *docRun) {
 	return func(t *testing.T, r *docRun) {
 		t.Helper()
 		waitsNotFailed(t, r.o)
+		for _, p := range r.o.pods {
+			assert.Equal(t, v1.PodRunning, p.Status.Phase, p.Name)
+		}
 		eventSeen(t, r.o, "Failed", program)
 	}
 }
 
 // refusedCommand checks a manifest of an image whose command the node
 // cannot resolve: its container waits in CreateContainerConfigError with
-// a Failed event, and no pod is Failed.
+// a Failed event, and its pod is Pending (no container ever started).
 func refusedCommand(t *testing.T, r *docRun) {
 	t.Helper()
 	waitsNotFailed(t, r.o)
+	for _, p := range r.o.pods {
+		assert.Equal(t, v1.PodPending, p.Status.Phase, p.Name)
+	}
 	eventSeen(t, r.o, "Failed", "")
 }
 
