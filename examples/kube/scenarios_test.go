@@ -25,6 +25,7 @@ func TestCluster(t *testing.T) {
 		{"Top", testKubectlTop},
 		{"KubeletAPIAuth", testKubeletAPIAuth},
 		{"Sessions", testSessions},
+		{"DocManifests", testDocManifests},
 		{"Metrics", testMetrics},
 		{"FinalStatusBurst", testClusterFinalStatusBurst},
 		{"Features", testFeatureManifests},
