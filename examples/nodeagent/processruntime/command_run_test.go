@@ -214,3 +214,17 @@ func TestBusyboxCommandsAreTheNodesBusyboxApplets(t *testing.T) {
 	other.Spec.Containers[0].Command = []string{"sh", "-c", `echo $0`}
 	assert.Equal(t, "sh\n", runToEnd(t, rt, ev, other))
 }
+
+// A sandboxed pod's PATH is an image's (DefaultPath), not the agent's,
+// whose own directories (/root/...) its user could not search; an
+// Options.Path is every pod's.
+func TestASandboxedPodHasAnImagesPath(t *testing.T) {
+	t.Parallel()
+	ev := newEvents()
+	rt := sandboxed(t, processruntime.Options{OnEvent: ev.add})
+	assert.Equal(t, processruntime.DefaultPath+"\n", runToEnd(t, rt, ev, shellPod(`echo "$PATH"`)))
+
+	given := "/usr/bin:/bin"
+	rt = sandboxed(t, processruntime.Options{OnEvent: ev.add, Path: given})
+	assert.Equal(t, given+"\n", runToEnd(t, rt, ev, shellPod(`echo "$PATH"`)))
+}

@@ -105,6 +105,11 @@ func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container, ins
 // variables (EnvPodUID and the others). It also returns the PATH commands are looked up in.
 func (r *Runtime) environment(pod *v1.Pod, spec *v1.Container) (env []string, path string) {
 	path = r.path
+	if r.sandboxes != nil && !r.pathGiven && !noUserNamespace(pod) {
+		// A sandboxed pod's user could not search the agent's own
+		// directories of its PATH (/root/...): it gets an image's PATH.
+		path = DefaultPath
+	}
 	env = []string{"HOSTNAME=" + podHostname(pod), "HOME=/"}
 	for _, e := range spec.Env {
 		v := e.Value

@@ -57,8 +57,10 @@ type Options struct {
 	// Runtime at a time may use it (Open locks it).
 	StateDir string
 	// Path is the PATH commands are looked up in when the container's env
-	// sets none; processes get it as their PATH. Defaults to the agent's
-	// own PATH, or DefaultPath when that is empty.
+	// sets none; processes get it as their PATH. Defaults to DefaultPath
+	// (an image's usual PATH) for the pods in a sandbox, whose users could
+	// not search the agent's own directories, and to the agent's own PATH
+	// (or DefaultPath when that is empty) for the others.
 	Path string
 	// BackOff is the delay before the second restart of a container that
 	// keeps exiting (the first restart is immediate); each further restart
@@ -235,6 +237,8 @@ type Runtime struct {
 	masks        []string
 	imageUsers   ImageUsers
 	imageConfigs ImageConfigs
+	// pathGiven says Options.Path was set: every pod gets it.
+	pathGiven bool
 	// multicalls are the node's multi-call programs (ImageConfig.Multicall).
 	multicalls   multicalls
 	volumeSource VolumeSource
@@ -401,6 +405,7 @@ func Open(opts Options) (*Runtime, error) {
 		allowHostAccess: opts.AllowHostAccess,
 		imageUsers:      opts.ImageUsers,
 		imageConfigs:    opts.ImageConfigs,
+		pathGiven:       opts.Path != "",
 		volumeSource:    opts.Volumes,
 		pidsLimit:       opts.PodPidsLimit,
 	}
