@@ -91,7 +91,9 @@ func TestContainerd(t *testing.T) {
 // real runtime, with a fresh Syncer per check (no log directory, default
 // back-off). Stopping a real container is a chain of processes (the shim,
 // runc, the sandbox's network teardown): on a loaded machine it overran the
-// default 2 s of Tolerance once, so the real runtime gets 5 s.
+// default 2 s of Tolerance once, and 5 s beside two CPU hogs, so the real
+// runtime gets 15 s (still half the 30 s grace periods the suite tells
+// apart from a prompt stop).
 func (e *realEnv) conformance(t *testing.T) {
 	start := time.Now()
 	podworkertest.RunConformance(t, func(t *testing.T) podworkertest.ConformanceTarget[*cri.PodStatus] {
@@ -101,7 +103,7 @@ func (e *realEnv) conformance(t *testing.T) {
 			Syncer:    s,
 			Status:    s,
 			Probe:     trappedProbe(e.cd.Client),
-			Tolerance: 5 * time.Second,
+			Tolerance: 15 * time.Second,
 			Containers: podworkertest.ConformanceContainers{
 				LongRunning: v1.Container{Image: busybox, Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"}},
 				IgnoresTerm: v1.Container{Image: busybox, Command: []string{"sh", "-c", "trap '' TERM; : > /trapped; sleep 3600 & wait"}},

@@ -35,6 +35,7 @@ func TestCluster(t *testing.T) {
 		{"KeySearch", testKeySearch},
 		{"ServiceLinks", testServiceLinks},
 		{"ProbesAndHooks", testProbesAndHooks},
+		{"SecretVolume", testSecretVolume},
 		{"PodNetwork", testPodNetwork},
 		{"GracefulNodeShutdown", testGracefulNodeShutdown},
 	}
