@@ -30,9 +30,12 @@ func main() {
 	if err != nil {
 		fail("testall: finding modules: %v", err)
 	}
-	// -count=1: every run really runs the tests (no cached results); a
-	// -count given on the command line comes later and wins.
-	args := []string{"test", "-count=1"}
+	// -count=1: every run really runs the tests (no cached results);
+	// -timeout 30m: examples/kube's one test binary runs a whole cluster's
+	// scenarios, 10 to 11 minutes on a loaded 2-core machine, past go
+	// test's default of 10 (a hang still ends, with every goroutine's
+	// stack). Flags given on the command line come later and win.
+	args := []string{"test", "-count=1", "-timeout", "30m"}
 	if raceAvailable() {
 		args = append(args, "-race")
 	} else {
