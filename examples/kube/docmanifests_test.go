@@ -75,12 +75,12 @@ func testDocManifests(t *testing.T, h *harness) {
 			// (enableServiceLinks) of the kubernetes Service.
 			logHas(t, r.o, "command-demo/command-demo-container", "command-demo\ntcp://")
 		}},
-		{file: "02-dapi-envars-pod.yaml", until: logSays("dapi-envars-fieldref/test-container", "default\n"), check: func(t *testing.T, r *docRun) {
+		{file: "02-dapi-envars-pod.yaml", until: allOf(logSays("dapi-envars-fieldref/test-container", "default\n"), readyPods(1)), check: func(t *testing.T, r *docRun) {
 			p := r.o.pods[0]
 			require.NotEmpty(t, p.Status.PodIP)
 			logHas(t, r.o, "dapi-envars-fieldref/test-container", fmt.Sprintf("%s\n%s\n%s\n%s\ndefault\n", p.Spec.NodeName, p.Name, r.ns, p.Status.PodIP))
 		}},
-		{file: "03-dapi-envars-container.yaml", until: logSays("dapi-envars-resourcefieldref/test-container", "67108864"), check: func(t *testing.T, r *docRun) {
+		{file: "03-dapi-envars-container.yaml", until: allOf(logSays("dapi-envars-resourcefieldref/test-container", "67108864"), readyPods(1)), check: func(t *testing.T, r *docRun) {
 			logHas(t, r.o, "dapi-envars-resourcefieldref/test-container", "1\n1\n33554432\n67108864\n")
 		}},
 		{file: "04-dapi-volume.yaml", until: readyPods(1), check: func(t *testing.T, r *docRun) {
@@ -178,7 +178,7 @@ func testDocManifests(t *testing.T, h *harness) {
 			assert.Len(t, r.o.pods, 3, "exactly its replicas")
 			assert.Equal(t, 3, countEvents(r.o, "SuccessfulCreate"), "the ReplicaSet created 3 pods, no more: no storm of Failed pods")
 		}},
-		{file: "21-sidecar-deployment.yaml", until: logSays("*/logshipper", "logging"), check: func(t *testing.T, r *docRun) {
+		{file: "21-sidecar-deployment.yaml", until: allOf(logSays("*/logshipper", "logging"), readyPods(1)), check: func(t *testing.T, r *docRun) {
 			require.Len(t, r.o.pods, 1)
 			p := r.o.pods[0]
 			assert.Equal(t, v1.PodRunning, p.Status.Phase)
@@ -453,6 +453,19 @@ func (o docOutcome) matching(key string) []string {
 func phaseIs(phase v1.PodPhase) func(docOutcome) bool {
 	return func(o docOutcome) bool {
 		return slices.ContainsFunc(o.pods, func(p v1.Pod) bool { return p.Status.Phase == phase })
+	}
+}
+
+// allOf holds when every one of conds does: a log line comes before the
+// status that the pod runs is written, more so on a loaded machine.
+func allOf(conds ...func(docOutcome) bool) func(docOutcome) bool {
+	return func(o docOutcome) bool {
+		for _, c := range conds {
+			if !c(o) {
+				return false
+			}
+		}
+		return true
 	}
 }
 
