@@ -8,10 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/podkit/podkit/examples/kube/clustertest"
 )
 
 // testKeySearch is issue 20's first attack, on the cluster itself: a pod
@@ -38,10 +35,7 @@ func testKeySearch(t *testing.T, h *harness) {
 	}, "; "))
 	_, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = clustertest.WaitFor(ctx, admin.CoreV1().Pods(ns), pod.Name, clustertest.Match("Succeeded", func(p *v1.Pod) bool {
-		return p != nil && p.Status.Phase == v1.PodSucceeded
-	}), clusterTimeout)
-	require.NoError(t, err)
+	waitSucceeded(t, h, ns, pod.Name)
 	out := podLog(t, h, ns, pod.Name)
 	t.Logf("the attacker's log (%d bytes), first lines:\n%s", len(out), firstLines(out, 20))
 	require.True(t, strings.HasSuffix(out, "done\n"), "the search ran to its end")

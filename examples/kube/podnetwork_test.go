@@ -35,6 +35,17 @@ func podLog(t *testing.T, h *harness, ns, name string) string {
 	return string(b)
 }
 
+// waitSucceeded waits for pod name of namespace ns to succeed and returns
+// it as it then is.
+func waitSucceeded(t *testing.T, h *harness, ns, name string) *v1.Pod {
+	t.Helper()
+	p, err := clustertest.WaitFor(testContextFor(t, clusterTimeout), h.c.Admin().CoreV1().Pods(ns), name, clustertest.Match("Succeeded", func(p *v1.Pod) bool {
+		return p != nil && p.Status.Phase == v1.PodSucceeded
+	}), clusterTimeout)
+	require.NoError(t, err)
+	return p
+}
+
 // testPodNetwork: a sandboxed pod gets an address of its node's
 // spec.podCIDR, in status.podIP; two pods reach each other by it and the
 // node reaches them; /etc/hosts names a pod by its hostname and
@@ -75,10 +86,7 @@ func testPodNetwork(t *testing.T, h *harness) {
 	}, "; "))
 	_, err = admin.CoreV1().Pods(ns).Create(ctx, client, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = clustertest.WaitFor(ctx, admin.CoreV1().Pods(ns), "client", clustertest.Match("Succeeded", func(p *v1.Pod) bool {
-		return p != nil && p.Status.Phase == v1.PodSucceeded
-	}), clusterTimeout)
-	require.NoError(t, err)
+	waitSucceeded(t, h, ns, "client")
 	out := podLog(t, h, ns, "client")
 	t.Logf("the client pod:\n%s", out)
 	assert.Contains(t, out, "# Kubernetes-managed hosts file.\n")
@@ -91,10 +99,7 @@ func testPodNetwork(t *testing.T, h *harness) {
 	server2.Spec.Hostname, server2.Spec.Subdomain = "db-0", "db"
 	_, err = admin.CoreV1().Pods(ns).Create(ctx, server2, metav1.CreateOptions{})
 	require.NoError(t, err)
-	done, err := clustertest.WaitFor(ctx, admin.CoreV1().Pods(ns), "hosts", clustertest.Match("Succeeded", func(p *v1.Pod) bool {
-		return p != nil && p.Status.Phase == v1.PodSucceeded
-	}), clusterTimeout)
-	require.NoError(t, err)
+	done := waitSucceeded(t, h, ns, "hosts")
 	out = podLog(t, h, ns, "hosts")
 	assert.Contains(t, out, done.Status.PodIP+"\tdb-0.db."+ns+".svc.cluster.local\tdb-0\n", "a StatefulSet-like pod is named by its headless service")
 	assert.True(t, strings.HasSuffix(out, "db-0\n"), "its hostname: %q", out)
@@ -127,10 +132,7 @@ func testGracefulNodeShutdown(t *testing.T, h *harness) {
 	assert.Equal(t, int64(20), report.Terminated[0].GracePeriod, "the pod's own grace period, within the budget")
 	assert.GreaterOrEqual(t, took, 3*time.Second, "the shutdown waited for the trap")
 
-	final, err := clustertest.WaitFor(ctx, admin.CoreV1().Pods(ns), "patient", clustertest.Match("Succeeded", func(p *v1.Pod) bool {
-		return p != nil && p.Status.Phase == v1.PodSucceeded
-	}), clusterTimeout)
-	require.NoError(t, err)
+	final := waitSucceeded(t, h, ns, "patient")
 	assert.Equal(t, "Terminated", final.Status.Reason)
 	require.Len(t, final.Status.ContainerStatuses, 1)
 	require.NotNil(t, final.Status.ContainerStatuses[0].State.Terminated)

@@ -7,8 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/podkit/podkit/examples/kube/clustertest"
 )
 
 // testSecretVolume: a secret volume (distribute-credentials-secure's
@@ -31,9 +29,6 @@ func testSecretVolume(t *testing.T, h *harness) {
 	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "secret-volume", MountPath: "/etc/secret-volume", ReadOnly: true}}
 	_, err = admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = clustertest.WaitFor(ctx, admin.CoreV1().Pods(ns), pod.Name, clustertest.Match("Succeeded", func(p *v1.Pod) bool {
-		return p != nil && p.Status.Phase == v1.PodSucceeded
-	}), clusterTimeout)
-	require.NoError(t, err)
+	waitSucceeded(t, h, ns, pod.Name)
 	assert.Equal(t, "my-app\n400\nread-only\n", podLog(t, h, ns, pod.Name))
 }

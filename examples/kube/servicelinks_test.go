@@ -7,8 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/podkit/podkit/examples/kube/clustertest"
 )
 
 // testServiceLinks: a pod's environment holds the service variables a
@@ -34,10 +32,7 @@ func testServiceLinks(t *testing.T, h *harness) {
 		pod.Spec.EnableServiceLinks = &links
 		_, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 		require.NoError(t, err)
-		_, err = clustertest.WaitFor(ctx, admin.CoreV1().Pods(ns), name, clustertest.Match("Succeeded", func(p *v1.Pod) bool {
-			return p != nil && p.Status.Phase == v1.PodSucceeded
-		}), clusterTimeout)
-		require.NoError(t, err)
+		waitSucceeded(t, h, ns, name)
 		return podLog(t, h, ns, name)
 	}
 	env := run("linked", true)

@@ -81,7 +81,7 @@ func (r *Runtime) ExecInContainer(ctx context.Context, containerID string, cmd [
 	if err != nil {
 		return nil, 0, fmt.Errorf("processruntime: exec: %w", err)
 	}
-	out := &cappedOutput{}
+	out := &cappedOutput{max: maxExecOutput}
 	code, err := r.execIn(ctx, rc, name, cmd, Streams{Stdout: out, Stderr: out})
 	return out.bytes(), code, err
 }
@@ -108,9 +108,11 @@ func (r *Runtime) findRun(id string) (runningContainer, string, error) {
 	return runningContainer{}, "", fmt.Errorf("%w: no running container %q", ErrNotRunning, id)
 }
 
-// cappedOutput keeps the first maxExecOutput bytes written to it, from
-// any goroutine (stdout's and stderr's copies).
+// cappedOutput keeps the first max bytes written to it and drops the
+// rest, from any goroutine (stdout's and stderr's copies), so a command's
+// output cannot grow the agent.
 type cappedOutput struct {
+	max int
 	mu  sync.Mutex
 	buf []byte
 }
@@ -118,7 +120,7 @@ type cappedOutput struct {
 func (o *cappedOutput) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if room := maxExecOutput - len(o.buf); room > 0 {
+	if room := o.max - len(o.buf); room > 0 {
 		o.buf = append(o.buf, p[:min(room, len(p))]...)
 	}
 	return len(p), nil

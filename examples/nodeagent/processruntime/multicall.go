@@ -52,15 +52,14 @@ func (m *multicalls) lookup(name string) *multicallProgram {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), multicallListTimeout)
 	defer cancel()
-	var out limitedBuffer
-	out.max = multicallListMax
+	out := &cappedOutput{max: multicallListMax}
 	cmd := exec.CommandContext(ctx, exe, "--list")
-	cmd.Stdout = &out
+	cmd.Stdout = out
 	if cmd.Run() != nil {
 		return p
 	}
 	p.applets = map[string]bool{}
-	s := bufio.NewScanner(bytes.NewReader(out.Bytes()))
+	s := bufio.NewScanner(bytes.NewReader(out.bytes()))
 	for s.Scan() {
 		if a := s.Text(); a != "" {
 			p.applets[a] = true
@@ -83,22 +82,4 @@ func (m *multicalls) argv(name string, argv []string) ([]string, bool) {
 		return argv, false
 	}
 	return append([]string{p.path, applet}, argv[1:]...), true
-}
-
-// limitedBuffer keeps the first max bytes written to it and drops the
-// rest, so a program's output cannot grow the agent.
-type limitedBuffer struct {
-	bytes.Buffer
-	max int
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); room > 0 {
-		if len(p) > room {
-			b.Buffer.Write(p[:room])
-		} else {
-			b.Buffer.Write(p)
-		}
-	}
-	return len(p), nil
 }
