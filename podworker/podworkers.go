@@ -53,9 +53,17 @@ type PodWorkers[T any] struct {
 	mu    sync.Mutex
 	m     *machine
 	state runState
-	// workers counts live worker goroutines; starting counts those that
-	// have not yet taken their first record.
+	// workers counts live worker goroutines, parked ones included;
+	// starting counts those on their way to the ready queues: started or
+	// woken, and not yet holding the lock.
 	workers, starting int
+	// parked are the warm workers waiting for work (parking.go), the one
+	// that parked last at the end; maxParked bounds them.
+	parked    []*parkedWorker
+	maxParked int
+	// sweepAt is when the timer loop next ends the workers parked through
+	// a whole sweep period; zero while no worker is parked.
+	sweepAt time.Time
 	// values gives hook contexts the values of Run's context.
 	values context.Context
 
@@ -93,6 +101,7 @@ func New[T any](syncer PodSyncer[T], opts Options[T]) (*PodWorkers[T], error) {
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
+	w.maxParked = maxParkedWorkers(opts.MaxConcurrentSyncs)
 	if opts.Status != nil {
 		w.stopped, _ = opts.Status.(StoppedChecker[T])
 	}
@@ -150,6 +159,11 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 		next, ok := w.m.fireDue(&fx)
 		fx.wake = false // this loop is awake
 		w.applyLocked(&fx, 0)
+		if !w.sweepAt.IsZero() {
+			if sweep := w.sweepParkedLocked(w.clock.Now()); !sweep.IsZero() && (!ok || sweep.Before(next)) {
+				next, ok = sweep, true
+			}
+		}
 		w.mu.Unlock()
 
 		var fire <-chan time.Time
@@ -183,6 +197,7 @@ func (w *PodWorkers[T]) shutdown() {
 	w.prepareLocked(&fx)
 	w.m.shutdown(&fx)
 	w.applyLocked(&fx, 0)
+	w.endParkedLocked()
 	w.mu.Unlock()
 	w.drain()
 	close(w.done)

@@ -13,7 +13,8 @@ import (
 // The worker goroutines that run the hooks the machine hands out.
 
 // spawnLocked keeps one goroutine on its way to the ready queues whenever
-// they hold work: poppers is how many live workers will pop next anyway.
+// they hold work — a parked worker woken, else a new one started: poppers
+// is how many live workers will pop next anyway.
 // A worker that takes work while more is ready calls it again, so the
 // number of workers grows one at a time while hooks block, and stays small
 // while hooks are quick (the lock is not fought over by thousands of
@@ -21,6 +22,9 @@ import (
 func (w *PodWorkers[T]) spawnLocked(poppers int) {
 	if w.state != running || w.starting+poppers > 0 || !w.m.hasReady() {
 		return
+	}
+	if w.unparkLocked() {
+		return // a warm worker takes it (parked workers count in workers)
 	}
 	if w.max > 0 && w.workers >= w.max {
 		return
@@ -31,12 +35,14 @@ func (w *PodWorkers[T]) spawnLocked(poppers int) {
 	go w.runWorker()
 }
 
-// runWorker is a worker goroutine: it runs ready hooks until none is left.
-// Each hook is two steps of the machine: next hands out the call, complete
-// takes its outcome. The lock is held from one to the next, so a worker
-// that moves straight on to more work takes the lock once per hook.
+// runWorker is a worker goroutine: it runs ready hooks until none is left,
+// then parks for more (parking.go) or exits. Each hook is two steps of the
+// machine: next hands out the call, complete takes its outcome. The lock is
+// held from one to the next, so a worker that moves straight on to more
+// work takes the lock once per hook.
 func (w *PodWorkers[T]) runWorker() {
 	defer w.wg.Done()
+	var parked *parkedWorker
 	w.mu.Lock()
 	w.starting--
 	for w.state == running {
@@ -57,6 +63,9 @@ func (w *PodWorkers[T]) runWorker() {
 		if !ok {
 			if released {
 				continue // work may have come while the lock was let go
+			}
+			if w.parkLocked(&parked) {
+				continue // woken for work
 			}
 			break
 		}
