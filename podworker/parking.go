@@ -69,7 +69,7 @@ func (w *PodWorkers[T]) parkLocked(pw **parkedWorker) bool {
 		w.sweepAt = w.clock.Now().Add(parkIdleTimeout)
 		w.kickLocked()
 	}
-	w.mu.Unlock()
+	w.unlock()
 	<-p.wake
 	w.mu.Lock()
 	if p.exit {
@@ -81,7 +81,8 @@ func (w *PodWorkers[T]) parkLocked(pw **parkedWorker) bool {
 
 // unparkLocked hands ready work to the worker that parked last, and
 // reports false when none is parked. The worker counts as starting until
-// it has the lock.
+// it has the lock. It is woken once the lock is released (unlock): a worker
+// woken under the lock would, on another CPU, run straight into it.
 func (w *PodWorkers[T]) unparkLocked() bool {
 	n := len(w.parked)
 	if n == 0 {
@@ -91,7 +92,7 @@ func (w *PodWorkers[T]) unparkLocked() bool {
 	w.parked[n-1] = nil
 	w.parked = w.parked[:n-1]
 	w.starting++
-	p.wake <- struct{}{}
+	w.wakeLater = p
 	return true
 }
 
@@ -131,6 +132,26 @@ func (w *PodWorkers[T]) endParkedLocked() {
 	clear(w.parked)
 	w.parked = w.parked[:0]
 	w.sweepAt = time.Time{}
+}
+
+// unlock releases the lock, then wakes the parked worker or starts the
+// goroutine spawnLocked chose while it was held. Waking or starting a
+// goroutine may wake an idle thread of the Go scheduler (a system call),
+// and the woken worker's first step is to take the lock: done under the
+// lock, that would lengthen the caller's hold and make the worker wait
+// for it. Every release of the lock after a machine call goes through
+// unlock; at most one wake-up is pending at a time (spawnLocked chooses
+// none while a worker is starting).
+func (w *PodWorkers[T]) unlock() {
+	p, spawn := w.wakeLater, w.spawnLater
+	w.wakeLater, w.spawnLater = nil, false
+	w.mu.Unlock()
+	if p != nil {
+		p.wake <- struct{}{}
+	}
+	if spawn {
+		go w.runWorker()
+	}
 }
 
 // kickLocked wakes Run's timer loop to look at its due times again.

@@ -61,6 +61,11 @@ type PodWorkers[T any] struct {
 	// that parked last at the end; maxParked bounds them.
 	parked    []*parkedWorker
 	maxParked int
+	// wakeLater and spawnLater are the wake-up spawnLocked chose under
+	// the lock — a parked worker to wake, or a goroutine to start — done
+	// by unlock once the lock is released.
+	wakeLater  *parkedWorker
+	spawnLater bool
 	// sweepAt is when the timer loop next ends the workers parked through
 	// a whole sweep period; zero while no worker is parked.
 	sweepAt time.Time
@@ -140,16 +145,16 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 	w.mu.Lock()
 	switch w.state {
 	case running:
-		w.mu.Unlock()
+		w.unlock()
 		return errors.New("podworker: Run called while already running")
 	case stopped:
-		w.mu.Unlock()
+		w.unlock()
 		return ErrStopped
 	}
 	w.state = running
 	w.values = context.WithoutCancel(ctx)
 	w.spawnLocked(0)
-	w.mu.Unlock()
+	w.unlock()
 
 	var timer clock.Timer
 	for {
@@ -164,7 +169,7 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 				next, ok = sweep, true
 			}
 		}
-		w.mu.Unlock()
+		w.unlock()
 
 		var fire <-chan time.Time
 		if ok {
@@ -198,7 +203,7 @@ func (w *PodWorkers[T]) shutdown() {
 	w.m.shutdown(&fx)
 	w.applyLocked(&fx, 0)
 	w.endParkedLocked()
-	w.mu.Unlock()
+	w.unlock()
 	w.drain()
 	close(w.done)
 	w.obs.closeAll()
@@ -253,13 +258,13 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 	var fx effects
 	w.mu.Lock()
 	if w.state == stopped {
-		w.mu.Unlock()
+		w.unlock()
 		return ErrStopped
 	}
 	w.prepareLocked(&fx)
 	w.m.update(u, k, &fx)
 	w.applyLocked(&fx, 0)
-	w.mu.Unlock()
+	w.unlock()
 	return nil
 }
 
@@ -289,7 +294,7 @@ func (w *PodWorkers[T]) Resync(uid types.UID) bool {
 		ok = w.m.nudge(uid, &fx)
 		w.applyLocked(&fx, 0)
 	}
-	w.mu.Unlock()
+	w.unlock()
 	return ok
 }
 
@@ -320,7 +325,7 @@ func (w *PodWorkers[T]) KillPod(ctx context.Context, pod *v1.Pod, opts KillPodOp
 	case <-ctx.Done():
 		w.mu.Lock()
 		w.m.detach(pod.UID, own)
-		w.mu.Unlock()
+		w.unlock()
 		return ctx.Err()
 	case <-w.done:
 		return ErrStopped
@@ -353,7 +358,7 @@ func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]WorkerRep
 	w.prepareLocked(&fx)
 	out := w.m.syncKnown(set, &fx)
 	w.applyLocked(&fx, 0)
-	w.mu.Unlock()
+	w.unlock()
 	return out
 }
 

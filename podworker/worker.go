@@ -32,7 +32,7 @@ func (w *PodWorkers[T]) spawnLocked(poppers int) {
 	w.workers++
 	w.starting++
 	w.wg.Add(1)
-	go w.runWorker()
+	w.spawnLater = true // started once the lock is released (unlock)
 }
 
 // runWorker is a worker goroutine: it runs ready hooks until none is left,
@@ -69,7 +69,7 @@ func (w *PodWorkers[T]) runWorker() {
 			}
 			break
 		}
-		w.mu.Unlock()
+		w.unlock()
 		terminal, err := w.call(&c)
 		w.mu.Lock()
 		fx = effects{}
@@ -78,14 +78,14 @@ func (w *PodWorkers[T]) runWorker() {
 		w.applyLocked(&fx, 1)
 	}
 	w.workers--
-	w.mu.Unlock()
+	w.unlock()
 }
 
 // pauseLocked lets a test hold a worker before it takes work (pause, which
 // is nil outside the package's tests), without the lock. It reports
 // whether the worker may go on.
 func (w *PodWorkers[T]) pauseLocked() bool {
-	w.mu.Unlock()
+	w.unlock()
 	w.pause()
 	w.mu.Lock()
 	return w.state == running
