@@ -54,6 +54,11 @@ func TestDecisionD11_GoroutinesFollowWork(t *testing.T) {
 			}
 			r.settle()
 			require.Equal(t, n, r.f.Count(podworkertest.AnyUID, podworker.HookSyncPod))
+			// The workers that ran them wait, warm, for more work a moment:
+			// a few, whatever the number of pods, and none for long.
+			parked := bubbleGoroutines() - idle
+			assert.True(t, parked >= 1 && parked <= maxParked(0), "1 to %d warm workers, not %d", maxParked(0), parked)
+			r.coolDown()
 			assert.Equal(t, idle, bubbleGoroutines(), "500 synced, idle pods")
 
 			// Work in progress does take goroutines, and gives them back.
@@ -68,12 +73,18 @@ func TestDecisionD11_GoroutinesFollowWork(t *testing.T) {
 				g.Release()
 			}
 			r.settle()
+			assert.Equal(t, idle+maxParked(0), bubbleGoroutines(), "ten workers returned: only the warm ones stay")
+			r.coolDown()
 			assert.Equal(t, idle, bubbleGoroutines())
 
 			// Resyncs of every pod leave nothing behind either.
 			time.Sleep(2 * time.Minute)
 			r.settle()
 			assert.Greater(t, r.f.Count(podworkertest.AnyUID, podworker.HookSyncPod), 2*n)
+			assert.LessOrEqual(t, bubbleGoroutines(), idle+maxParked(0))
+			r.w.SyncKnownPods(nil) // no pods: no more resyncs
+			r.settle()
+			r.coolDown()
 			assert.Equal(t, idle, bubbleGoroutines())
 		})
 	})
@@ -114,6 +125,8 @@ func TestDecisionD11_GoroutinesFollowWork(t *testing.T) {
 			r.settle()
 			assert.Equal(t, n, r.f.Count(podworkertest.AnyUID, podworker.HookSyncPod))
 			assert.Equal(t, 3, r.f.MaxInFlight())
+			assert.LessOrEqual(t, bubbleGoroutines(), idle+maxParked(3))
+			r.coolDown()
 			assert.Equal(t, idle, bubbleGoroutines())
 		})
 	})

@@ -281,6 +281,12 @@ func TestDecisionD8_EngineRetriesOnItsOwn(t *testing.T) {
 			fc.Step(5 * time.Second)
 			synctest.Wait()
 			require.Equal(t, "sync:create=error sync:sync", f.Trace("p"), "by BackOff plus 50%")
+			// The worker that ran it waits, warm, for a second of the clock.
+			require.True(t, fc.HasWaiters(), "the warm worker's idle timeout is on the injected clock")
+			fc.Step(time.Second)
+			synctest.Wait()
+			fc.Step(time.Second)
+			synctest.Wait()
 			assert.False(t, fc.HasWaiters(), "nothing left to wait for")
 		})
 	})

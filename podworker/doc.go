@@ -98,7 +98,11 @@
 // Options.MaxConcurrentSyncs when set (termination work first when
 // capped). The engine's lock is never held while a hook, the StatusSource
 // or a WaitFor condition runs, so hooks may call any method of the engine.
-// An idle pod holds no goroutine: workers exist while there is work.
+// An idle pod holds no goroutine: workers exist while there is work, and
+// when it runs out a few of them (at most GOMAXPROCS, and never more than
+// MaxConcurrentSyncs) stay parked, warm, for up to a second of the engine's
+// clock, so that the next updates find a goroutine waiting rather than
+// start one. Run's return ends them.
 //
 // Hooks get a context that is cancelled when the pod's termination starts
 // (SyncPod), when its grace period shortens (SyncTerminatingPod), and when
@@ -148,8 +152,9 @@
 //   - D9: orphans terminate with their computed grace period.
 //   - D10: invalid updates are rejected with ErrInvalidUpdate; nothing is
 //     recorded.
-//   - D11: goroutines only while a pod has work; no added wait per
-//     transition.
+//   - D11: no goroutine per pod: workers run while there is work, and at
+//     most GOMAXPROCS stay parked for up to a second after it; no added
+//     wait per transition.
 //   - D12: a panicking hook is a failed sync; Run shuts down cleanly.
 //   - D13: a static pod that never started (its termination was requested
 //     while it waited for its full name) keeps the pod it was given:

@@ -53,9 +53,22 @@ type PodWorkers[T any] struct {
 	mu    sync.Mutex
 	m     *machine
 	state runState
-	// workers counts live worker goroutines; starting counts those that
-	// have not yet taken their first record.
+	// workers counts live worker goroutines, parked ones included;
+	// starting counts those on their way to the ready queues: started or
+	// woken, and not yet holding the lock.
 	workers, starting int
+	// parked are the warm workers waiting for work (parking.go), the one
+	// that parked last at the end; maxParked bounds them.
+	parked    []*parkedWorker
+	maxParked int
+	// wakeLater and spawnLater are the wake-up spawnLocked chose under
+	// the lock — a parked worker to wake, or a goroutine to start — done
+	// by unlock once the lock is released.
+	wakeLater  *parkedWorker
+	spawnLater bool
+	// sweepAt is when the timer loop next ends the workers parked through
+	// a whole sweep period; zero while no worker is parked.
+	sweepAt time.Time
 	// values gives hook contexts the values of Run's context.
 	values context.Context
 
@@ -93,6 +106,7 @@ func New[T any](syncer PodSyncer[T], opts Options[T]) (*PodWorkers[T], error) {
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
+	w.maxParked = maxParkedWorkers(opts.MaxConcurrentSyncs)
 	if opts.Status != nil {
 		w.stopped, _ = opts.Status.(StoppedChecker[T])
 	}
@@ -131,16 +145,16 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 	w.mu.Lock()
 	switch w.state {
 	case running:
-		w.mu.Unlock()
+		w.unlock()
 		return errors.New("podworker: Run called while already running")
 	case stopped:
-		w.mu.Unlock()
+		w.unlock()
 		return ErrStopped
 	}
 	w.state = running
 	w.values = context.WithoutCancel(ctx)
 	w.spawnLocked(0)
-	w.mu.Unlock()
+	w.unlock()
 
 	var timer clock.Timer
 	for {
@@ -150,7 +164,12 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 		next, ok := w.m.fireDue(&fx)
 		fx.wake = false // this loop is awake
 		w.applyLocked(&fx, 0)
-		w.mu.Unlock()
+		if !w.sweepAt.IsZero() {
+			if sweep := w.sweepParkedLocked(w.clock.Now()); !sweep.IsZero() && (!ok || sweep.Before(next)) {
+				next, ok = sweep, true
+			}
+		}
+		w.unlock()
 
 		var fire <-chan time.Time
 		if ok {
@@ -183,7 +202,8 @@ func (w *PodWorkers[T]) shutdown() {
 	w.prepareLocked(&fx)
 	w.m.shutdown(&fx)
 	w.applyLocked(&fx, 0)
-	w.mu.Unlock()
+	w.endParkedLocked()
+	w.unlock()
 	w.drain()
 	close(w.done)
 	w.obs.closeAll()
@@ -238,13 +258,13 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 	var fx effects
 	w.mu.Lock()
 	if w.state == stopped {
-		w.mu.Unlock()
+		w.unlock()
 		return ErrStopped
 	}
 	w.prepareLocked(&fx)
 	w.m.update(u, k, &fx)
 	w.applyLocked(&fx, 0)
-	w.mu.Unlock()
+	w.unlock()
 	return nil
 }
 
@@ -274,7 +294,7 @@ func (w *PodWorkers[T]) Resync(uid types.UID) bool {
 		ok = w.m.nudge(uid, &fx)
 		w.applyLocked(&fx, 0)
 	}
-	w.mu.Unlock()
+	w.unlock()
 	return ok
 }
 
@@ -305,7 +325,7 @@ func (w *PodWorkers[T]) KillPod(ctx context.Context, pod *v1.Pod, opts KillPodOp
 	case <-ctx.Done():
 		w.mu.Lock()
 		w.m.detach(pod.UID, own)
-		w.mu.Unlock()
+		w.unlock()
 		return ctx.Err()
 	case <-w.done:
 		return ErrStopped
@@ -338,7 +358,7 @@ func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]WorkerRep
 	w.prepareLocked(&fx)
 	out := w.m.syncKnown(set, &fx)
 	w.applyLocked(&fx, 0)
-	w.mu.Unlock()
+	w.unlock()
 	return out
 }
 

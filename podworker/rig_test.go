@@ -2,6 +2,7 @@ package podworker_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -68,6 +69,24 @@ func (r *rig) kill(pod *v1.Pod, ko *podworker.KillPodOptions) {
 // settle waits until every goroutine of the bubble is blocked: the engine
 // has done all it can do without time passing.
 func (r *rig) settle() { synctest.Wait() }
+
+// coolDown lets a second pass on the bubble's clock with nothing to do,
+// then settles: the warm workers that parked when the work ran out have
+// exited by then (they park for a second at most).
+func (r *rig) coolDown() {
+	time.Sleep(time.Second)
+	synctest.Wait()
+}
+
+// maxParked is how many warm workers the engine keeps parked at most:
+// one per GOMAXPROCS, never more than MaxConcurrentSyncs when set.
+func maxParked(maxConcurrent int) int {
+	n := runtime.GOMAXPROCS(0)
+	if maxConcurrent > 0 {
+		n = min(n, maxConcurrent)
+	}
+	return n
+}
 
 func (r *rig) info(uid types.UID) podworker.PodInfo {
 	r.t.Helper()

@@ -55,7 +55,7 @@ func (w *PodWorkers[T]) drain() {
 func (w *PodWorkers[T]) logWaiting(waited time.Duration) {
 	w.mu.Lock()
 	hooks, n := w.m.runningHooks(maxListedHooks)
-	w.mu.Unlock()
+	w.unlock()
 	w.log.Info("Run is shutting down and still waits for pod hooks to return after their contexts were cancelled",
 		"waited", waited, "running", n, "hooks", hooks)
 }

@@ -39,7 +39,7 @@ func (w *PodWorkers[T]) applyLocked(fx *effects, poppers int) (released bool) {
 	if !fx.outside() {
 		return false
 	}
-	w.mu.Unlock()
+	w.unlock()
 	w.finish(fx)
 	w.mu.Lock()
 	return true
@@ -112,6 +112,6 @@ func closeOnce(ch chan<- struct{}) (ok bool) {
 func (w *PodWorkers[T]) reportReusedChan(c closeReq) {
 	w.mu.Lock()
 	name := w.m.fullNameOf(c.rec)
-	w.mu.Unlock()
+	w.unlock()
 	w.log.Error(errCompletedChReused, "A KillPodOptions.CompletedCh was already closed when the engine closed it: the same channel was handed to more than one kill, or closed by its owner", "podUID", c.rec.uid, "pod", name)
 }

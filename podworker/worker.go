@@ -13,7 +13,8 @@ import (
 // The worker goroutines that run the hooks the machine hands out.
 
 // spawnLocked keeps one goroutine on its way to the ready queues whenever
-// they hold work: poppers is how many live workers will pop next anyway.
+// they hold work — a parked worker woken, else a new one started: poppers
+// is how many live workers will pop next anyway.
 // A worker that takes work while more is ready calls it again, so the
 // number of workers grows one at a time while hooks block, and stays small
 // while hooks are quick (the lock is not fought over by thousands of
@@ -22,21 +23,26 @@ func (w *PodWorkers[T]) spawnLocked(poppers int) {
 	if w.state != running || w.starting+poppers > 0 || !w.m.hasReady() {
 		return
 	}
+	if w.unparkLocked() {
+		return // a warm worker takes it (parked workers count in workers)
+	}
 	if w.max > 0 && w.workers >= w.max {
 		return
 	}
 	w.workers++
 	w.starting++
 	w.wg.Add(1)
-	go w.runWorker()
+	w.spawnLater = true // started once the lock is released (unlock)
 }
 
-// runWorker is a worker goroutine: it runs ready hooks until none is left.
-// Each hook is two steps of the machine: next hands out the call, complete
-// takes its outcome. The lock is held from one to the next, so a worker
-// that moves straight on to more work takes the lock once per hook.
+// runWorker is a worker goroutine: it runs ready hooks until none is left,
+// then parks for more (parking.go) or exits. Each hook is two steps of the
+// machine: next hands out the call, complete takes its outcome. The lock is
+// held from one to the next, so a worker that moves straight on to more
+// work takes the lock once per hook.
 func (w *PodWorkers[T]) runWorker() {
 	defer w.wg.Done()
+	var parked *parkedWorker
 	w.mu.Lock()
 	w.starting--
 	for w.state == running {
@@ -58,9 +64,12 @@ func (w *PodWorkers[T]) runWorker() {
 			if released {
 				continue // work may have come while the lock was let go
 			}
+			if w.parkLocked(&parked) {
+				continue // woken for work
+			}
 			break
 		}
-		w.mu.Unlock()
+		w.unlock()
 		terminal, err := w.call(&c)
 		w.mu.Lock()
 		fx = effects{}
@@ -69,14 +78,14 @@ func (w *PodWorkers[T]) runWorker() {
 		w.applyLocked(&fx, 1)
 	}
 	w.workers--
-	w.mu.Unlock()
+	w.unlock()
 }
 
 // pauseLocked lets a test hold a worker before it takes work (pause, which
 // is nil outside the package's tests), without the lock. It reports
 // whether the worker may go on.
 func (w *PodWorkers[T]) pauseLocked() bool {
-	w.mu.Unlock()
+	w.unlock()
 	w.pause()
 	w.mu.Lock()
 	return w.state == running

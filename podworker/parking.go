@@ -1,0 +1,163 @@
+package podworker
+
+import (
+	"runtime"
+	"time"
+)
+
+// Warm workers. A worker that finds no work parks rather than exits, while
+// fewer than maxParked workers are parked; new work goes to the worker that
+// parked last (its stack and caches are warm), and a new goroutine is made
+// only when none is parked. Parked workers belong to the engine, not to a
+// pod: an idle pod still holds no goroutine. A worker left parked through
+// a whole sweep period of Run's timer loop (parkIdleTimeout, on the
+// engine's clock) exits, so an engine with nothing to do holds only Run's
+// goroutine again within 2*parkIdleTimeout. Run's shutdown ends every
+// parked worker.
+
+// parkIdleTimeout is the sweep period: a worker parked through one whole
+// period exits at the end of it, between parkIdleTimeout and twice that
+// after it parked.
+const parkIdleTimeout = 500 * time.Millisecond
+
+// maxParkedWorkers is how many workers may wait for work at once: one per
+// CPU the Go scheduler runs on (runtime.GOMAXPROCS at New), so that a burst
+// of quick hooks finds a worker for every CPU without a goroutine start;
+// never more than MaxConcurrentSyncs when that is set.
+func maxParkedWorkers(maxConcurrent int) int {
+	n := runtime.GOMAXPROCS(0)
+	if maxConcurrent > 0 {
+		n = min(n, maxConcurrent)
+	}
+	return n
+}
+
+// parkedWorker is a worker's place in the parked stack: the channel it
+// waits on while parked, and why it was woken. A worker makes one the first
+// time it parks and keeps it for its life.
+type parkedWorker struct {
+	// wake gets one value per park: work for the worker, or its end. Its
+	// buffer of one means the waker never blocks.
+	wake chan struct{}
+	// exit, set with wake, says the worker must exit rather than work.
+	exit bool
+	// idle is set by a sweep that found the worker parked: the next sweep
+	// that still finds it parked ends it.
+	idle bool
+}
+
+// parkLocked parks the calling worker, when there is room and Run runs, and
+// waits without the lock until it is woken. It reports true when the
+// worker was woken for work (it holds the lock again, and counts as
+// started), false when it must exit: it was not parked, or a sweep or
+// Run's shutdown ended it. pw is the worker's own parkedWorker, made on
+// its first park.
+func (w *PodWorkers[T]) parkLocked(pw **parkedWorker) bool {
+	if w.state != running || len(w.parked) >= w.maxParked {
+		return false
+	}
+	p := *pw
+	if p == nil {
+		p = &parkedWorker{wake: make(chan struct{}, 1)}
+		*pw = p
+	}
+	p.exit, p.idle = false, false
+	w.parked = append(w.parked, p)
+	if w.sweepAt.IsZero() {
+		// The timer loop sleeps until its own next due time: tell it about
+		// the sweep.
+		w.sweepAt = w.clock.Now().Add(parkIdleTimeout)
+		w.kickLocked()
+	}
+	w.unlock()
+	<-p.wake
+	w.mu.Lock()
+	if p.exit {
+		return false
+	}
+	w.starting--
+	return true
+}
+
+// unparkLocked hands ready work to the worker that parked last, and
+// reports false when none is parked. The worker counts as starting until
+// it has the lock. It is woken once the lock is released (unlock): a worker
+// woken under the lock would, on another CPU, run straight into it.
+func (w *PodWorkers[T]) unparkLocked() bool {
+	n := len(w.parked)
+	if n == 0 {
+		return false
+	}
+	p := w.parked[n-1]
+	w.parked[n-1] = nil
+	w.parked = w.parked[:n-1]
+	w.starting++
+	w.wakeLater = p
+	return true
+}
+
+// sweepParkedLocked is the timer loop's sweep, when it is due at now: it
+// ends the workers parked since the previous sweep and marks the others,
+// then arms the next sweep while any worker is parked. It returns when the
+// next sweep is due (zero: none armed).
+func (w *PodWorkers[T]) sweepParkedLocked(now time.Time) time.Time {
+	if w.sweepAt.IsZero() || now.Before(w.sweepAt) {
+		return w.sweepAt
+	}
+	kept := w.parked[:0]
+	for _, p := range w.parked {
+		if p.idle {
+			p.exit = true
+			p.wake <- struct{}{}
+			continue
+		}
+		p.idle = true
+		kept = append(kept, p)
+	}
+	clear(w.parked[len(kept):])
+	w.parked = kept
+	w.sweepAt = time.Time{}
+	if len(kept) > 0 {
+		w.sweepAt = now.Add(parkIdleTimeout)
+	}
+	return w.sweepAt
+}
+
+// endParkedLocked ends every parked worker: Run is shutting down.
+func (w *PodWorkers[T]) endParkedLocked() {
+	for _, p := range w.parked {
+		p.exit = true
+		p.wake <- struct{}{}
+	}
+	clear(w.parked)
+	w.parked = w.parked[:0]
+	w.sweepAt = time.Time{}
+}
+
+// unlock releases the lock, then wakes the parked worker or starts the
+// goroutine spawnLocked chose while it was held. Waking or starting a
+// goroutine may wake an idle thread of the Go scheduler (a system call),
+// and the woken worker's first step is to take the lock: done under the
+// lock, that would lengthen the caller's hold and make the worker wait
+// for it. Every release of the lock after a machine call goes through
+// unlock; at most one wake-up is pending at a time (spawnLocked chooses
+// none while a worker is starting).
+func (w *PodWorkers[T]) unlock() {
+	p, spawn := w.wakeLater, w.spawnLater
+	w.wakeLater, w.spawnLater = nil, false
+	w.mu.Unlock()
+	if p != nil {
+		p.wake <- struct{}{}
+	}
+	if spawn {
+		go w.runWorker()
+	}
+}
+
+// kickLocked wakes Run's timer loop to look at its due times again.
+func (w *PodWorkers[T]) kickLocked() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
