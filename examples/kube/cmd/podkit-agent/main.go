@@ -38,6 +38,16 @@
 // (--cluster-dns, --cluster-domain, --resolv-conf). What reaches the
 // host (privileged, host namespaces, hostPath) needs --allow-host-access.
 //
+// To see what the agent holds, --debug-address 127.0.0.1:6060 serves
+// Go's profiles (go tool pprof -top -inuse_space
+// http://127.0.0.1:6060/debug/pprof/heap) and counters (/debug/vars: the
+// Go runtime's memory statistics, goroutines, the API requests sent by
+// verb and resource) on a loopback address, without authentication. The
+// Go runtime's own knobs apply: GOGC, and GOMEMLIMIT (a soft limit on the
+// agent's memory, such as GOMEMLIMIT=24MiB, that makes the garbage
+// collector work harder near it). See examples/kube's README, "The
+// agent's footprint".
+//
 // SIGUSR1, or
 //
 //	podkit-agent shutdown --state-dir DIR
