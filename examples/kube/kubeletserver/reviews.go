@@ -92,22 +92,21 @@ func (a *requestAuthenticator) certificate(chain []*x509.Certificate) (*authenti
 func (a *requestAuthenticator) token(ctx context.Context, token string) (*authenticator.Response, bool, error) {
 	sum := sha256.Sum256([]byte(token))
 	key := string(sum[:])
-	if resp, ok := a.cache.get(key); ok {
-		return resp, resp != nil, nil
-	}
 	var status authenticationv1.TokenReviewStatus
-	err := retryReview(ctx, func(ctx context.Context) error {
-		tr, err := a.tokens.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
-		if err == nil {
-			status = tr.Status
+	resp, err := a.cache.do(ctx, key, func() (*authenticator.Response, time.Duration, error) {
+		err := retryReview(ctx, func(ctx context.Context) error {
+			tr, err := a.tokens.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+			if err == nil {
+				status = tr.Status
+			}
+			return err
+		})
+		if err != nil {
+			return nil, 0, fmt.Errorf("kubeletserver: the TokenReview: %w", err)
 		}
-		return err
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("kubeletserver: the TokenReview: %w", err)
-	}
-	var resp *authenticator.Response
-	if status.Authenticated {
+		if !status.Authenticated {
+			return nil, tokenCacheTTL, nil
+		}
 		u := &user.DefaultInfo{Name: status.User.Username, UID: status.User.UID, Groups: status.User.Groups}
 		if len(status.User.Extra) > 0 {
 			u.Extra = make(map[string][]string, len(status.User.Extra))
@@ -115,9 +114,11 @@ func (a *requestAuthenticator) token(ctx context.Context, token string) (*authen
 				u.Extra[k] = v
 			}
 		}
-		resp = &authenticator.Response{User: u, Audiences: status.Audiences}
+		return &authenticator.Response{User: u, Audiences: status.Audiences}, tokenCacheTTL, nil
+	})
+	if err != nil {
+		return nil, false, err
 	}
-	a.cache.put(key, resp, tokenCacheTTL)
 	if resp == nil && status.Error != "" {
 		return nil, false, fmt.Errorf("kubeletserver: the token was refused: %s", status.Error)
 	}
@@ -144,8 +145,8 @@ func (z *reviewAuthorizer) Authorize(ctx context.Context, a authorizer.Attribute
 		return authorizer.DecisionNoOpinion, "", fmt.Errorf("kubeletserver: the SubjectAccessReview: %w", err)
 	}
 	key := string(raw)
-	status, ok := z.cache.get(key)
-	if !ok {
+	status, err := z.cache.do(ctx, key, func() (authorizationv1.SubjectAccessReviewStatus, time.Duration, error) {
+		var status authorizationv1.SubjectAccessReviewStatus
 		err := retryReview(ctx, func(ctx context.Context) error {
 			sar, err := z.reviews.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 			if err == nil {
@@ -154,13 +155,15 @@ func (z *reviewAuthorizer) Authorize(ctx context.Context, a authorizer.Attribute
 			return err
 		})
 		if err != nil {
-			return authorizer.DecisionNoOpinion, "", fmt.Errorf("kubeletserver: the SubjectAccessReview: %w", err)
+			return status, 0, fmt.Errorf("kubeletserver: the SubjectAccessReview: %w", err)
 		}
-		ttl := denyCacheTTL
 		if status.Allowed {
-			ttl = allowCacheTTL
+			return status, allowCacheTTL, nil
 		}
-		z.cache.put(key, status, ttl)
+		return status, denyCacheTTL, nil
+	})
+	if err != nil {
+		return authorizer.DecisionNoOpinion, "", err
 	}
 	switch {
 	case status.Allowed:
@@ -211,11 +214,56 @@ func retryReview(ctx context.Context, create func(context.Context) error) error 
 }
 
 // reviewCache is a bounded cache of review answers, each until its
-// expiry. Safe for concurrent use.
+// expiry; concurrent requests for a key not cached share one review. Safe
+// for concurrent use.
 type reviewCache[T any] struct {
-	now     func() time.Time
-	mu      sync.Mutex
-	entries map[string]cachedReview[T]
+	now      func() time.Time
+	mu       sync.Mutex
+	entries  map[string]cachedReview[T]
+	inFlight map[string]*pendingReview[T]
+}
+
+// pendingReview is a review under way; done is closed when value and err
+// are set.
+type pendingReview[T any] struct {
+	done  chan struct{}
+	value T
+	err   error
+}
+
+// do returns the cached answer for key, or that of the review under way
+// for it, or runs review (once for all who ask meanwhile) and caches its
+// answer for the duration it returns; a failed review is not cached. It
+// returns early with ctx's error when ctx ends while it waits for
+// another's review.
+func (c *reviewCache[T]) do(ctx context.Context, key string, review func() (T, time.Duration, error)) (T, error) {
+	if v, ok := c.get(key); ok {
+		return v, nil
+	}
+	c.mu.Lock()
+	if p, ok := c.inFlight[key]; ok {
+		c.mu.Unlock()
+		select {
+		case <-p.done:
+			return p.value, p.err
+		case <-ctx.Done():
+			var zero T
+			return zero, ctx.Err()
+		}
+	}
+	p := &pendingReview[T]{done: make(chan struct{})}
+	c.inFlight[key] = p
+	c.mu.Unlock()
+	var ttl time.Duration
+	p.value, ttl, p.err = review()
+	if p.err == nil {
+		c.put(key, p.value, ttl)
+	}
+	c.mu.Lock()
+	delete(c.inFlight, key)
+	c.mu.Unlock()
+	close(p.done)
+	return p.value, p.err
 }
 
 type cachedReview[T any] struct {
@@ -224,7 +272,7 @@ type cachedReview[T any] struct {
 }
 
 func newReviewCache[T any]() reviewCache[T] {
-	return reviewCache[T]{now: time.Now, entries: map[string]cachedReview[T]{}}
+	return reviewCache[T]{now: time.Now, entries: map[string]cachedReview[T]{}, inFlight: map[string]*pendingReview[T]{}}
 }
 
 func (c *reviewCache[T]) get(key string) (T, bool) {
