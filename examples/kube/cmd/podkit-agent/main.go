@@ -66,7 +66,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	goruntime "runtime"
 	"syscall"
 	"time"
 
@@ -160,9 +159,6 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		// A heap profile sampled every 16 KiB allocated (Go's default:
-		// 512 KiB) tells an agent's few megabytes apart.
-		goruntime.MemProfileRate = 16 << 10
 		requests := &requestCounter{}
 		cfg.Wrap(requests.wrap)
 		debugCtx, stopDebug := context.WithCancel(context.Background())
