@@ -8,12 +8,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -33,36 +29,17 @@ var reviewBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, 
 // webhook mode does.
 type authFilter struct {
 	nodeName string
-	authn    authenticator.Request
-	authz    authorizer.Authorizer
+	authn    *requestAuthenticator
+	authz    *reviewAuthorizer
 	log      logr.Logger
 }
 
 func newAuthFilter(nodeName string, clientCA []byte, client kubernetes.Interface, log logr.Logger) (*authFilter, error) {
-	ca, err := dynamiccertificates.NewStaticCAContent("client-ca", clientCA)
+	authn, err := newRequestAuthenticator(clientCA, client.AuthenticationV1().TokenReviews())
 	if err != nil {
-		return nil, fmt.Errorf("kubeletserver: the client CA: %w", err)
+		return nil, err
 	}
-	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		// Anonymous is nil: a request with no credential is refused.
-		TokenAccessReviewClient:            client.AuthenticationV1(),
-		TokenAccessReviewTimeout:           reviewTimeout,
-		WebhookRetryBackoff:                &reviewBackoff,
-		CacheTTL:                           tokenCacheTTL,
-		ClientCertificateCAContentProvider: ca,
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("kubeletserver: authentication: %w", err)
-	}
-	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: client.AuthorizationV1(),
-		AllowCacheTTL:             allowCacheTTL,
-		DenyCacheTTL:              denyCacheTTL,
-		WebhookRetryBackoff:       &reviewBackoff,
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("kubeletserver: authorization: %w", err)
-	}
+	authz := newReviewAuthorizer(client.AuthorizationV1().SubjectAccessReviews())
 	return &authFilter{nodeName: nodeName, authn: authn, authz: authz, log: log}, nil
 }
 

@@ -107,8 +107,8 @@ func signWith(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, subje
 }
 
 // fakeAPIServer answers TokenReviews and SubjectAccessReviews as an API
-// server would for the test's users (the delegating authorizer speaks
-// REST, so a clientset fake cannot stand in), until t ends.
+// server would for the test's users (the reviews go over REST, so a
+// clientset fake cannot stand in), until t ends.
 func fakeAPIServer(t *testing.T) kubernetes.Interface {
 	users := map[string]string{tokenScraper: userScraper, tokenNobody: userNobody, tokenFail: userDenyFail}
 	grants := map[string]map[string]bool{
@@ -143,7 +143,8 @@ func fakeAPIServer(t *testing.T) kubernetes.Interface {
 	})
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
-	c, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL})
+	// The fake speaks JSON only.
+	c, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
 	require.NoError(t, err)
 	return c
 }

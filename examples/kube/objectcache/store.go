@@ -2,11 +2,13 @@ package objectcache
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 )
@@ -97,7 +99,7 @@ func (s *objectStore) ours(obj any) bool {
 // set stores obj (nil: none), and calls onChange when the store was
 // synced and the object changed.
 func (s *objectStore) set(v any) {
-	obj, _ := v.(runtime.Object)
+	obj := slim(v)
 	version := ""
 	if obj != nil {
 		if m, err := meta.Accessor(obj); err == nil {
@@ -119,6 +121,38 @@ func (s *objectStore) set(v any) {
 	if notify && s.onChange != nil {
 		s.onChange()
 	}
+}
+
+// lastApplied is the annotation kubectl apply keeps the applied object in:
+// for a secret, its data a second time.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// slim returns v (a Secret or ConfigMap from the watch) without what no
+// pod feature reads and that can be as big as the object: its managed
+// fields and kubectl's last-applied annotation. v itself is not changed.
+// Anything else comes back as it is (nil for what is no object).
+func slim(v any) runtime.Object {
+	switch o := v.(type) {
+	case *v1.Secret:
+		c := *o
+		c.ObjectMeta = slimMeta(o.ObjectMeta)
+		return &c
+	case *v1.ConfigMap:
+		c := *o
+		c.ObjectMeta = slimMeta(o.ObjectMeta)
+		return &c
+	}
+	obj, _ := v.(runtime.Object)
+	return obj
+}
+
+func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	m.ManagedFields = nil
+	if _, ok := m.Annotations[lastApplied]; ok {
+		m.Annotations = maps.Clone(m.Annotations)
+		delete(m.Annotations, lastApplied)
+	}
+	return m
 }
 
 // checkImmutableLocked marks the store immutable when its object is, and

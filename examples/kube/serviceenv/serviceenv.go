@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -35,6 +36,11 @@ func New(client kubernetes.Interface, logger logr.Logger) (*Source, error) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	services := factory.Core().V1().Services()
 	informer := services.Informer() // registered before Start
+	// Only what the variables need is kept: a cluster's Services can be
+	// many, each with labels, annotations and managed fields.
+	if err := informer.SetTransform(slimService); err != nil {
+		return nil, fmt.Errorf("serviceenv: %w", err)
+	}
 	return &Source{factory: factory, lister: services.Lister(), synced: informer.HasSynced, logger: logger}, nil
 }
 
@@ -62,6 +68,24 @@ func (s *Source) Env(_ context.Context, namespace string, enableServiceLinks boo
 		return nil, fmt.Errorf("serviceenv: listing the services: %w", err)
 	}
 	return Variables(services, namespace, enableServiceLinks), nil
+}
+
+// slimService is the informer's transform: a Service reduced to what
+// Variables reads (its name, namespace, cluster IP and ports; the
+// resourceVersion the informer needs), anything else as it came.
+func slimService(obj any) (any, error) {
+	svc, ok := obj.(*v1.Service)
+	if !ok {
+		return obj, nil // a deletion marker
+	}
+	slim := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, UID: svc.UID, ResourceVersion: svc.ResourceVersion},
+		Spec:       v1.ServiceSpec{ClusterIP: svc.Spec.ClusterIP, Ports: make([]v1.ServicePort, len(svc.Spec.Ports))},
+	}
+	for i, p := range svc.Spec.Ports {
+		slim.Spec.Ports[i] = v1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port}
+	}
+	return slim, nil
 }
 
 // The Service whose variables every pod gets, enableServiceLinks or not.

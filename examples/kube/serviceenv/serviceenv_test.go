@@ -10,8 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 )
 
 func service(ns, name, ip string, ports ...v1.ServicePort) *v1.Service {
@@ -113,4 +116,39 @@ func TestSourceEnv(t *testing.T) {
 	}), "a service created later is watched")
 	cancel()
 	require.NoError(t, <-done, "Run returns nil once ctx ends")
+}
+
+// The informer keeps a Service reduced to what its variables need, and
+// the variables from a reduced Service are those of the whole one.
+func TestSlimServiceKeepsTheVariables(t *testing.T) {
+	full := service("shop", "redis-primary", "10.96.3.4",
+		v1.ServicePort{Name: "redis", Port: 6379, TargetPort: intstr.FromInt32(6380), NodePort: 30000},
+		v1.ServicePort{Name: "metrics", Port: 9121, Protocol: v1.ProtocolUDP})
+	full.ResourceVersion, full.UID = "42", "uid-1"
+	full.Labels = map[string]string{"app": "redis"}
+	full.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"big":"json"}`}
+	full.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}
+	full.Spec.Selector = map[string]string{"app": "redis"}
+	full.Spec.Type = v1.ServiceTypeNodePort
+	full.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.0.2.9"}}
+	master := service("default", "kubernetes", "10.96.0.1", v1.ServicePort{Name: "https", Port: 443})
+
+	got, err := slimService(full)
+	require.NoError(t, err)
+	slim := got.(*v1.Service)
+	assert.Equal(t, "42", slim.ResourceVersion, "the informer needs the resourceVersion")
+	assert.Equal(t, types.UID("uid-1"), slim.UID)
+	assert.Nil(t, slim.Labels)
+	assert.Nil(t, slim.Annotations)
+	assert.Nil(t, slim.ManagedFields)
+	assert.Nil(t, slim.Spec.Selector)
+	assert.Empty(t, slim.Status.LoadBalancer.Ingress)
+	assert.Equal(t, intstr.IntOrString{}, slim.Spec.Ports[0].TargetPort)
+	assert.Equal(t, Variables([]*v1.Service{master, full}, "shop", true), Variables([]*v1.Service{master, slim}, "shop", true))
+	assert.Len(t, full.ManagedFields, 1, "the informer's object is not changed in place")
+
+	marker := cache.DeletedFinalStateUnknown{Key: "shop/redis-primary", Obj: full}
+	got, err = slimService(marker)
+	require.NoError(t, err)
+	assert.Equal(t, marker, got, "a deletion marker passes as it came")
 }

@@ -38,6 +38,16 @@
 // (--cluster-dns, --cluster-domain, --resolv-conf). What reaches the
 // host (privileged, host namespaces, hostPath) needs --allow-host-access.
 //
+// To see what the agent holds, --debug-address 127.0.0.1:6060 serves
+// Go's profiles (go tool pprof -top -inuse_space
+// http://127.0.0.1:6060/debug/pprof/heap) and counters (/debug/vars: the
+// Go runtime's memory statistics, goroutines, the API requests sent by
+// verb and resource) on a loopback address, without authentication. The
+// Go runtime's own knobs apply: GOGC, and GOMEMLIMIT (a soft limit on the
+// agent's memory, such as GOMEMLIMIT=24MiB, that makes the garbage
+// collector work harder near it). See examples/kube's README, "The
+// agent's footprint".
+//
 // SIGUSR1, or
 //
 //	podkit-agent shutdown --state-dir DIR
@@ -59,6 +69,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2/textlogger"
 
@@ -97,6 +108,8 @@ func run() error {
 		tlsKey       = flag.String("tls-private-key-file", "", "the key of --tls-cert-file")
 		apiQPS       = flag.Float64("kube-api-qps", 50, "queries per second to the API server (the kubelet's default)")
 		apiBurst     = flag.Int("kube-api-burst", 100, "burst of queries to the API server (the kubelet's default)")
+		compression  = flag.Bool("kube-api-compression", false, "ask the API server for gzip-compressed responses: worth it on a slow link to the API server; off by default since each of the agent's watches (one per secret and config map its pods use) would hold a decompressor of about 40 KiB")
+		contentType  = flag.String("kube-api-content-type", runtime.ContentTypeProtobuf, "the content type of requests to the API server, as the kubelet's flag: protobuf (the default, smaller and cheaper to decode than JSON) or application/json")
 		verbosity    = flag.Int("v", 0, "log verbosity")
 		allowHost    = flag.Bool("allow-host-access", false, "let pods ask for what reaches the host: privileged containers, hostNetwork, hostPID, hostIPC, hostUsers and hostPath volumes (off: such pods are rejected, HostAccessNotAllowed)")
 		imageConfig  = flag.String("image-config", "", "YAML or JSON `file` of image configurations (entrypoint, cmd, workingDir, env, user) for containers without a command of their own, over the built-in ones (busybox, alpine, debian, ...); see processruntime.LoadImageTable")
@@ -109,6 +122,7 @@ func run() error {
 		resolvConf   = flag.String("resolv-conf", defaultResolvConf(), "the resolver configuration dnsPolicy Default pods get (default: /etc/resolv.conf, or systemd-resolved's upstream file when /etc/resolv.conf names only loopback servers, which pods cannot reach)")
 		grace        = flag.Duration("shutdown-grace-period", 30*time.Second, "on an explicit node shutdown (SIGUSR1 or podkit-agent shutdown), how long stopping the pods may take in all; each gets its terminationGracePeriodSeconds within it")
 		critical     = flag.Duration("shutdown-grace-period-critical-pods", 10*time.Second, "the part of --shutdown-grace-period kept for critical pods, stopped last")
+		debugAddr    = flag.String("debug-address", "", "a loopback host:port (such as 127.0.0.1:6060) to serve Go's profiles (/debug/pprof/) and counters (/debug/vars: memory, goroutines, the API requests sent) on, without authentication (empty: not served)")
 	)
 	flag.Parse()
 	if *nodeName == "" {
@@ -140,9 +154,27 @@ func run() error {
 		return err
 	}
 	cfg.UserAgent = "podkit-agent/" + *nodeName
+	if *debugAddr != "" {
+		l, err := listenDebug(*debugAddr)
+		if err != nil {
+			return err
+		}
+		requests := &requestCounter{}
+		cfg.Wrap(requests.wrap)
+		debugCtx, stopDebug := context.WithCancel(context.Background())
+		debugDone := make(chan struct{})
+		go func() { defer close(debugDone); serveDebug(debugCtx, l, requests, logger) }()
+		defer func() { stopDebug(); <-debugDone }()
+	}
 	// client-go's default (5 per second) would hold back the status
 	// updates of a node starting a few dozen pods for seconds.
 	cfg.QPS, cfg.Burst = float32(*apiQPS), *apiBurst
+	// Protobuf, as the kubelet asks for it: the watches of the node's
+	// pods and their objects decode with fewer allocations than JSON.
+	cfg.ContentType, cfg.DisableCompression = *contentType, !*compression
+	if *contentType == runtime.ContentTypeProtobuf {
+		cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
