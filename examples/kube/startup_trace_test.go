@@ -160,15 +160,8 @@ func describeStages(pods []*podStamps) string {
 			fmt.Fprintf(&b, "\n  %-8s p50 %6.3fs p99 %6.3fs  (%d pods) %s", st.name, p50, p99, len(durs[st.name]), st.what)
 		}
 	}
-	writes, traced := 0, 0
-	for _, s := range pods {
-		if !s.runningSent.IsZero() {
-			writes += s.writes
-			traced++
-		}
-	}
-	if traced > 0 {
-		fmt.Fprintf(&b, "\n  status patches per pod until Running: %.2f (%d pods)", float64(writes)/float64(traced), traced)
+	if perPod, traced := patchesPerPod(pods); traced > 0 {
+		fmt.Fprintf(&b, "\n  status patches per pod until Running: %.2f (%d pods)", perPod, traced)
 	}
 	return b.String()
 }
@@ -203,14 +196,23 @@ func reportStages(b *testing.B, iterations [][]*podStamps) {
 		b.ReportMetric(lo, name+"-p99-min-s")
 		b.ReportMetric(hi, name+"-p99-max-s")
 	}
+	if perPod, traced := patchesPerPod(all); traced > 0 {
+		b.ReportMetric(perPod, "patches/pod")
+	}
+}
+
+// patchesPerPod is the mean of the status patches the traced pods got
+// until Running, and how many pods were traced.
+func patchesPerPod(pods []*podStamps) (float64, int) {
 	writes, traced := 0, 0
-	for _, s := range all {
+	for _, s := range pods {
 		if !s.runningSent.IsZero() {
 			writes += s.writes
 			traced++
 		}
 	}
-	if traced > 0 {
-		b.ReportMetric(float64(writes)/float64(traced), "patches/pod")
+	if traced == 0 {
+		return 0, 0
 	}
+	return float64(writes) / float64(traced), traced
 }
