@@ -128,6 +128,15 @@ type Config struct {
 	// exec, attach, port-forward, stats, /healthz, /metrics) over HTTPS,
 	// and publishes it in the Node's status.
 	KubeletAPI *KubeletAPIConfig
+	// Trace, when set, is told when each pod reaches each stage of its
+	// start (TraceStage): for finding where startup time goes, as
+	// BenchmarkPodStartup does. Defaults to none, which costs nothing.
+	Trace TraceFunc
+	// EventClient, when set, is the client the agent's events go
+	// through, so they spend a rate budget of their own rather than
+	// Client's, as the kubelet's (--event-qps 50, --event-burst 100) do.
+	// Defaults to Client.
+	EventClient kubernetes.Interface
 }
 
 // Agent is one run of podkit-agent: a lifecycle.Agent over the process
@@ -183,7 +192,7 @@ func New(cfg Config) (*Agent, error) {
 func (a *Agent) build() error {
 	cfg, log, core := a.cfg, a.log, a.cfg.Client.CoreV1()
 	var err error
-	if a.recorder, err = events.New(core, cfg.NodeName, events.Options{Logger: log.WithName("events")}); err != nil {
+	if a.recorder, err = events.New(eventClient(cfg).CoreV1(), cfg.NodeName, events.Options{Logger: log.WithName("events")}); err != nil {
 		return err
 	}
 	runtimeEvs := &runtimeEvents{recorder: a.recorder}
@@ -205,7 +214,7 @@ func (a *Agent) build() error {
 	if err != nil {
 		return err
 	}
-	writer, err := statuswriter.New(core, statuswriter.Options{NodeName: cfg.NodeName, ResyncInterval: cfg.StatusResyncInterval, Logger: log.WithName("status")})
+	writer, err := statuswriter.New(core, statuswriter.Options{NodeName: cfg.NodeName, ResyncInterval: cfg.StatusResyncInterval, Logger: log.WithName("status"), Trace: writeTracer(cfg.Trace)})
 	if err != nil {
 		return err
 	}
@@ -239,7 +248,7 @@ func (a *Agent) build() error {
 		return err
 	}
 	a.registration = a.newRegistration(writer)
-	syncer := statuswriter.WrapSyncer(nodemetrics.WrapSyncer(a.rt, metrics, podRuns(a.rt)), writer, a.derive)
+	syncer := tracedSyncer(statuswriter.WrapSyncer(nodemetrics.WrapSyncer(a.rt, metrics, podRuns(a.rt)), writer, a.derive), cfg.Trace)
 	a.lc, err = lifecycle.NewAgent(syncer, lifecycle.AgentOptions[processruntime.PodStatus]{
 		Workers: podworker.Options[processruntime.PodStatus]{Metrics: metrics.Provider(), Status: a.rt, ResyncInterval: cfg.ResyncInterval},
 		SyncLoop: lifecycle.SyncLoopOptions{
@@ -293,6 +302,9 @@ func (a *Agent) build() error {
 		a.lc.Add("services", services),
 		a.lc.Add("status writer", lifecycle.RunnableFunc(func(ctx context.Context) error { return writer.Run(ctx, a.lc.Workers()) })),
 		a.lc.Add("node registration", lifecycle.RunnableFunc(a.registration.Run)),
+	}
+	if cfg.Trace != nil {
+		adds = append(adds, a.lc.Add("trace", traceLoop(cfg.Trace)))
 	}
 	if cfg.ManifestDir != "" {
 		manifests, err := podconfig.NewManifestSource(cfg.ManifestDir, podconfig.ManifestOptions{NodeName: cfg.NodeName, Interval: cfg.ManifestInterval, Recorder: a.recorder, Logger: log.WithName("manifests")})

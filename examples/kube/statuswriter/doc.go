@@ -22,4 +22,8 @@
 //
 // Writer's methods are safe for concurrent use. New starts nothing; Run
 // blocks until ctx ends and returns only after its goroutines returned.
+// Run writes up to Options.Parallel pods at once, each pod's writes one
+// after the other; statuses recorded while a pod's write waits coalesce
+// into one write of the newest, and a status already written is not
+// read or written again until the pod's resync.
 package statuswriter

@@ -104,6 +104,17 @@ func (w *Writer) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (outcome,
 	if mirror.IsMirrorPod(pod) {
 		return forget, nil
 	}
+	rec, hasStatus := w.recorded(pod.UID)
+	// What the API server holds is known when this very status was
+	// written (or read back) lately for the same containers' state: no
+	// read, no write. A stopped or finished pod is always checked (its
+	// phase, its deletion), and so is a static pod (its mirror may have
+	// been replaced).
+	cacheable := hasStatus && !mode.stopped && !mode.finished && !mirror.IsStaticPod(pod)
+	if cacheable && w.upToDate(pod.UID, rec.version, mode.mayRun) {
+		return keep, nil
+	}
+	w.setWritten(pod.UID, 0, false, false)
 	logger := w.opts.Logger.WithValues("pod", mirror.PodFullName(pod), "podUID", pod.UID)
 	current, err := w.read(ctx, pod)
 	switch {
@@ -115,7 +126,6 @@ func (w *Writer) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (outcome,
 	}
 
 	result := keep
-	rec, hasStatus := w.recorded(pod.UID)
 	if hasStatus || mode.stopped {
 		derived := current.Status
 		if hasStatus {
@@ -135,6 +145,9 @@ func (w *Writer) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (outcome,
 			}
 			current.Status = next
 			logger.V(4).Info("Wrote pod status", "phase", next.Phase)
+		}
+		if cacheable && result == keep {
+			w.setWritten(pod.UID, rec.version, mode.mayRun, true)
 		}
 	}
 
@@ -244,7 +257,11 @@ func (w *Writer) patchStatus(ctx context.Context, current *v1.Pod, next v1.PodSt
 	if err != nil {
 		return fmt.Errorf("statuswriter: building the status patch of %s: %w", mirror.PodFullName(current), err)
 	}
+	sent := w.opts.Clock.Now()
 	_, err = w.pods.Pods(current.Namespace).Patch(ctx, current.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if w.opts.Trace != nil {
+		w.opts.Trace(WriteTrace{UID: current.UID, Phase: next.Phase, Sent: sent, Answered: w.opts.Clock.Now(), Err: err})
+	}
 	if err != nil {
 		return fmt.Errorf("statuswriter: patching the status of %s: %w", mirror.PodFullName(current), err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/workqueue"
@@ -63,6 +64,12 @@ type Options struct {
 	// failed write is tried again. Default to 200 milliseconds and 10
 	// seconds (the kubelet's status manager retries every 10 seconds).
 	BackOff, MaxBackOff time.Duration
+	// Parallel is how many pods' statuses are written at once. Defaults
+	// to DefaultParallel. It bounds the writes in flight, not the rate of
+	// requests: that is the client's rate limiter (an agent's client has
+	// the kubelet's 50 per second, bursts of 100: agent.NewClient). The
+	// writes of one pod never overlap and keep their order.
+	Parallel int
 	// SyncTimeout bounds the API calls of one check of one pod (a read, a
 	// status patch, a delete), so a request the server never answers
 	// fails and is tried again instead of stopping every write. Defaults
@@ -73,7 +80,27 @@ type Options struct {
 	Logger logr.Logger
 	// Clock times resyncs and backoff. Defaults to the real clock.
 	Clock clock.WithTicker
+	// Trace, when set, is told of each status patch once the API server
+	// answered it (WriteTrace): for finding where a pod's startup time
+	// goes. It is called from the writer's goroutines and must return at
+	// once. Defaults to none.
+	Trace func(WriteTrace)
 }
+
+// WriteTrace reports one status patch to Options.Trace: the pod's UID,
+// the phase written, when the patch was sent, when the API server
+// answered, and its error (nil: the status is stored).
+type WriteTrace struct {
+	UID            types.UID
+	Phase          v1.PodPhase
+	Sent, Answered time.Time
+	Err            error
+}
+
+// DefaultParallel is Options.Parallel's default: enough writes in flight
+// to spend the kubelet's default budget of 50 requests per second while
+// each takes up to 200 milliseconds, on a node whose pods start at once.
+const DefaultParallel = 10
 
 // Writer is a plain status manager for an agent connected to an API
 // server. It keeps the status subresource of each pod the agent runs in
@@ -104,6 +131,13 @@ type Options struct {
 //     and conditions of types the agent does not report (set by the
 //     scheduler or a controller) are kept.
 //
+// Statuses coalesce: a pod whose status changed several times before its
+// write went out gets one write, of the newest; a status recorded again
+// unchanged, once written, costs no API call (until the pod's next resync
+// reads it again), as the kubelet's status manager skips a pod whose
+// newest status version it has written. Writes of different pods run
+// side by side (Options.Parallel).
+//
 // Each write carries the target's UID, so a pod deleted and created again
 // under the same name is never written with another pod's status. A write
 // the API server refuses for a reason that passes (the Node authorizer not
@@ -127,6 +161,14 @@ type Writer struct {
 	// it was derived for. Entries are dropped once the pod workers forget
 	// the UID.
 	statuses map[types.UID]recordedStatus
+	// written says, for a UID, which recorded version the API server
+	// holds, as of when: the status of that version, as the rules made it
+	// for the mayRun then. Entries are dropped with statuses' and by
+	// EnqueueAll.
+	written map[types.UID]writtenStatus
+	// version numbers the recorded statuses that differ from the one
+	// before them.
+	version uint64
 	// queue is the work queue while Run runs; nil before and after.
 	queue workqueue.TypedRateLimitingInterface[types.UID]
 	// early holds UIDs enqueued before Run created the queue.
@@ -138,6 +180,15 @@ type Writer struct {
 type recordedStatus struct {
 	pod    *v1.Pod
 	status v1.PodStatus
+	// version changes when status does (SetPodStatus).
+	version uint64
+}
+
+// writtenStatus is what a sync left in the API server for a UID.
+type writtenStatus struct {
+	version uint64
+	mayRun  bool
+	at      time.Time
 }
 
 // New returns a Writer that writes through pods (usually
@@ -152,6 +203,12 @@ func New(pods corev1client.PodsGetter, opts Options) (*Writer, error) {
 	}
 	if opts.BackOff < 0 || opts.MaxBackOff < 0 || opts.SyncTimeout < 0 {
 		return nil, errors.New("statuswriter: Options: negative backoff or timeout")
+	}
+	switch {
+	case opts.Parallel < 0:
+		return nil, errors.New("statuswriter: Options: negative Parallel")
+	case opts.Parallel == 0:
+		opts.Parallel = DefaultParallel
 	}
 	if opts.SyncTimeout == 0 {
 		opts.SyncTimeout = 30 * time.Second
@@ -172,6 +229,7 @@ func New(pods corev1client.PodsGetter, opts Options) (*Writer, error) {
 		pods:     pods,
 		opts:     opts,
 		statuses: make(map[types.UID]recordedStatus),
+		written:  make(map[types.UID]writtenStatus),
 		early:    make(map[types.UID]struct{}),
 		podLocks: uidLocks{held: make(map[types.UID]*uidLock)},
 	}, nil
@@ -179,15 +237,46 @@ func New(pods corev1client.PodsGetter, opts Options) (*Writer, error) {
 
 // SetPodStatus records status as the current status of pod and schedules a
 // write. The writer keeps both (do not modify them afterwards). It never
-// blocks; a write for a pod whose status did not change costs one read.
+// blocks. Only the newest status recorded is written; one equal to the
+// status already written costs nothing.
 func (w *Writer) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 	if pod == nil || pod.UID == "" {
 		return
 	}
 	w.mu.Lock()
-	w.statuses[pod.UID] = recordedStatus{pod: pod, status: status}
+	prev, ok := w.statuses[pod.UID]
+	if !ok || !equality.Semantic.DeepEqual(prev.status, status) {
+		w.version++
+		prev.version = w.version
+	}
+	w.statuses[pod.UID] = recordedStatus{pod: pod, status: status, version: prev.version}
 	w.mu.Unlock()
 	w.Enqueue(pod.UID)
+}
+
+// upToDate reports whether the API server holds version of uid's status,
+// as written for mayRun, by a write or read recent enough that no resync
+// is due.
+func (w *Writer) upToDate(uid types.UID, version uint64, mayRun bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.written[uid]
+	return ok && last.version == version && last.mayRun == mayRun &&
+		(w.opts.ResyncInterval < 0 || w.opts.Clock.Since(last.at) < w.opts.ResyncInterval)
+}
+
+// setWritten records that the API server holds version of uid's status,
+// or, with ok false, that the writer does not know what it holds.
+func (w *Writer) setWritten(uid types.UID, version uint64, mayRun, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !ok {
+		delete(w.written, uid)
+		return
+	}
+	if _, recorded := w.statuses[uid]; recorded {
+		w.written[uid] = writtenStatus{version: version, mayRun: mayRun, at: w.opts.Clock.Now()}
+	}
 }
 
 // recorded returns the status recorded for uid, if any.
@@ -220,7 +309,12 @@ func (w *Writer) Enqueue(uid types.UID) {
 // API server may have changed behind the writer's back, as after the
 // node's Node was deleted and registered again. It never blocks. Before
 // Run starts and after it returned it does nothing.
-func (w *Writer) EnqueueAll() { w.enqueueRecorded() }
+func (w *Writer) EnqueueAll() {
+	w.mu.Lock()
+	clear(w.written)
+	w.mu.Unlock()
+	w.enqueueRecorded()
+}
 
 // enqueueRecorded schedules a check of every pod with a recorded status.
 func (w *Writer) enqueueRecorded() {
@@ -275,7 +369,7 @@ func (w *Writer) Run(ctx context.Context, window Workers) error {
 	transitions := make(chan podworker.Transition, 1024)
 	sub := window.Subscribe(transitions)
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(1 + w.opts.Parallel)
 	go func() {
 		defer wg.Done()
 		ticker := w.opts.Clock.NewTicker(droppedCheckInterval)
@@ -296,11 +390,15 @@ func (w *Writer) Run(ctx context.Context, window Workers) error {
 			}
 		}
 	}()
-	go func() {
-		defer wg.Done()
-		for w.processNext(ctx, queue, window) {
-		}
-	}()
+	// The queue hands a UID to one goroutine at a time, so each pod's
+	// checks run one after the other, in order.
+	for range w.opts.Parallel {
+		go func() {
+			defer wg.Done()
+			for w.processNext(ctx, queue, window) {
+			}
+		}()
+	}
 
 	<-ctx.Done()
 	sub.Close()
@@ -337,6 +435,7 @@ func (w *Writer) processNext(ctx context.Context, queue workqueue.TypedRateLimit
 		queue.Forget(uid)
 		w.mu.Lock()
 		delete(w.statuses, uid)
+		delete(w.written, uid)
 		w.mu.Unlock()
 	case result == withheld:
 		queue.AddRateLimited(uid)
