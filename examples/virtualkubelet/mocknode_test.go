@@ -2,6 +2,7 @@ package virtualkubelet_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -29,6 +30,13 @@ const mockCommand = "github.com/virtual-kubelet/virtual-kubelet/cmd/virtual-kube
 // go command, a build that fails).
 func buildMock(t testing.TB) string {
 	t.Helper()
+	return buildMockProgram(t)
+}
+
+// buildMockProgram builds virtual-kubelet's program as buildMock does,
+// with extra arguments for go build (the scale benchmark's -overlay).
+func buildMockProgram(t testing.TB, buildArgs ...string) string {
+	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("virtualkubelet: no go command to build virtual-kubelet's mock provider: %v", err)
@@ -36,7 +44,7 @@ func buildMock(t testing.TB) string {
 	out := filepath.Join(t.TempDir(), "virtual-kubelet")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-buildvcs=false", "-o", out, mockCommand)
+	cmd := exec.CommandContext(ctx, goCmd, append(append([]string{"build", "-buildvcs=false", "-o", out}, buildArgs...), mockCommand)...)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Run(); err != nil {
@@ -57,6 +65,14 @@ type mockAgent struct {
 	env        clustertest.NodeEnv
 	// log receives the program's output.
 	log *lockedBuffer
+	// pods is the capacity in pods the mock provider reports; "200" when
+	// empty.
+	pods string
+	// workers is the program's --pod-sync-workers; 8 when 0.
+	workers int
+	// started, when set, is called with the program's process ID once it
+	// started.
+	started func(pid int)
 }
 
 // Run runs the program until ctx ends, serving the kubelet API on every
@@ -76,7 +92,11 @@ func (a mockAgent) Run(ctx context.Context) error {
 	}
 	// The mock provider's capacity, per node name (its only configuration).
 	config := filepath.Join(dir, "mock.json")
-	if err := os.WriteFile(config, []byte(`{"`+a.env.Name+`": {"cpu": "20", "memory": "100Gi", "pods": "200"}}`), 0o600); err != nil {
+	pods := a.pods
+	if pods == "" {
+		pods = "200"
+	}
+	if err := os.WriteFile(config, []byte(`{"`+a.env.Name+`": {"cpu": "20", "memory": "100Gi", "pods": "`+pods+`"}}`), 0o600); err != nil {
 		return err
 	}
 	cmd := exec.Command(a.binary,
@@ -85,7 +105,7 @@ func (a mockAgent) Run(ctx context.Context) error {
 		"--nodename", a.env.Name,
 		"--kubeconfig", a.kubeconfig,
 		"--disable-taint",
-		"--pod-sync-workers", "8",
+		"--pod-sync-workers", strconv.Itoa(cmp.Or(a.workers, 8)),
 		"--startup-timeout", "2m",
 	)
 	cmd.Env = append(os.Environ(),
@@ -99,6 +119,9 @@ func (a mockAgent) Run(ctx context.Context) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting virtual-kubelet's mock provider: %w", err)
+	}
+	if a.started != nil {
+		a.started(cmd.Process.Pid)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -1,6 +1,7 @@
 package virtualkubelet_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -166,6 +167,13 @@ type nodeOptions struct {
 	// qps and burst set the node's client limits; 0: client-go's.
 	qps   float32
 	burst int
+	// wrap, when set, wraps the node's client transport (rest.Config's
+	// WrapTransport): the scale benchmark counts requests with it.
+	wrap func(http.RoundTripper) http.RoundTripper
+	// workers is virtual-kubelet's pod sync workers; 8 when 0.
+	workers int
+	// cloud configures the node's simcloud.
+	cloud simcloud.Options
 }
 
 // podkitNode returns the agent of a virtual-kubelet node whose provider is
@@ -176,7 +184,7 @@ func podkitNode(o nodeOptions) func(clustertest.NodeEnv) (clustertest.Agent, err
 	return func(env clustertest.NodeEnv) (clustertest.Agent, error) {
 		var provider *vk.Provider
 		newProvider := func(pc nodeutil.ProviderConfig) (nodeutil.Provider, error) {
-			cloud, err := simcloud.New(simcloud.Options{})
+			cloud, err := simcloud.New(o.cloud)
 			if err != nil {
 				return nil, err
 			}
@@ -213,6 +221,9 @@ func (f agentFunc) Run(ctx context.Context) error { return f(ctx) }
 func newVirtualNode(env clustertest.NodeEnv, o nodeOptions, newProvider func(nodeutil.ProviderConfig) (nodeutil.Provider, error)) (*nodeutil.Node, error) {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = o.qps, o.burst
+	if o.wrap != nil {
+		cfg.Wrap(o.wrap)
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -235,7 +246,7 @@ func newVirtualNode(env clustertest.NodeEnv, o nodeOptions, newProvider func(nod
 			ClientAuth:   tls.VerifyClientCertIfGiven,
 			MinVersion:   tls.VersionTLS12,
 		}
-		nc.NumWorkers = 8
+		nc.NumWorkers = cmp.Or(o.workers, 8)
 		nc.InformerResyncPeriod = time.Minute
 		// The Node authorizer's NodeRestriction refuses the kubernetes.io/
 		// labels virtual-kubelet sets by default (kubernetes.io/role).

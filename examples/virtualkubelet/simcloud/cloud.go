@@ -73,7 +73,16 @@ type Options struct {
 	// fixed sequence for a seed; which call gets which draw depends on the
 	// order concurrent callers arrive in. Defaults to 0.
 	Seed uint64
+	// MaxCalls is how many calls the cloud keeps for Calls: the newest
+	// ones; older ones are dropped. Defaults to DefaultMaxCalls. (A
+	// provider resyncs every running pod's status: 5,000 pods read every
+	// 5 seconds are 1,000 calls a second, which an unbounded record would
+	// hold forever.)
+	MaxCalls int
 }
+
+// DefaultMaxCalls is the default of Options.MaxCalls.
+const DefaultMaxCalls = 100_000
 
 // Cloud is the simulated cloud. Create it with New; its methods are safe
 // for concurrent use.
@@ -88,8 +97,11 @@ type Cloud struct {
 	paused      map[types.UID]*pause
 	// inject counts failures still to inject, by operation and pod.
 	inject map[injectKey]int
-	calls  []Call
-	nextIP int
+	// calls holds the newest calls, up to 2*maxCalls, of which Calls
+	// returns the last maxCalls (trimmed in bulk, so a call costs O(1)).
+	calls    []Call
+	maxCalls int
+	nextIP   int
 }
 
 type injectKey struct {
@@ -165,10 +177,17 @@ func New(opts Options) (*Cloud, error) {
 	if opts.FailureRate < 0 || opts.FailureRate > 1 {
 		return nil, fmt.Errorf("simcloud: FailureRate is %v; want a value in [0, 1]", opts.FailureRate)
 	}
+	if opts.MaxCalls < 0 {
+		return nil, fmt.Errorf("simcloud: MaxCalls is %d; want 0 (the default) or more", opts.MaxCalls)
+	}
+	if opts.MaxCalls == 0 {
+		opts.MaxCalls = DefaultMaxCalls
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
 	return &Cloud{
+		maxCalls:    opts.MaxCalls,
 		clock:       opts.Clock,
 		latency:     opts.Latency,
 		rand:        rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
@@ -259,6 +278,9 @@ func (c *Cloud) call(ctx context.Context, rec Call, op func() error) error {
 		err = op()
 	}
 	rec.Err, rec.At = err, c.clock.Now()
+	if len(c.calls) >= 2*c.maxCalls {
+		c.calls = append(c.calls[:0], c.calls[len(c.calls)-c.maxCalls+1:]...)
+	}
 	c.calls = append(c.calls, rec)
 	return err
 }
@@ -490,16 +512,18 @@ func (c *Cloud) Pods() []vk.RemotePod {
 	return c.podsLocked()
 }
 
-// Calls returns the calls recorded so far, in the order they returned,
-// optionally only those of the given operations.
+// Calls returns the calls recorded so far (the newest Options.MaxCalls),
+// in the order they returned, optionally only those of the given
+// operations.
 func (c *Cloud) Calls(ops ...Op) []Call {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	kept := c.calls[max(0, len(c.calls)-c.maxCalls):]
 	if len(ops) == 0 {
-		return slices.Clone(c.calls)
+		return slices.Clone(kept)
 	}
 	var out []Call
-	for _, call := range c.calls {
+	for _, call := range kept {
 		if slices.Contains(ops, call.Op) {
 			out = append(out, call)
 		}

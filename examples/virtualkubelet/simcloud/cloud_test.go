@@ -234,3 +234,27 @@ func TestInjectAndList(t *testing.T) {
 	_, err = c.List(ctx)
 	assert.ErrorIs(t, err, simcloud.ErrUnavailable)
 }
+
+// The call record keeps the newest MaxCalls calls, in order, however many
+// were made: a long benchmark's resyncs do not grow it without bound.
+func TestCallLogKeepsNewest(t *testing.T) {
+	ctx := context.Background()
+	c := newCloud(t, simcloud.Options{MaxCalls: 3})
+	for i := range 20 {
+		_, err := c.Status(ctx, types.UID(fmt.Sprint("u", i)))
+		assert.ErrorIs(t, err, vk.ErrNotFound)
+		want := make([]types.UID, 0, 3)
+		for j := max(0, i-2); j <= i; j++ {
+			want = append(want, types.UID(fmt.Sprint("u", j)))
+		}
+		var got []types.UID
+		for _, call := range c.Calls() {
+			got = append(got, call.UID)
+		}
+		require.Equal(t, want, got, "after %d calls", i+1)
+		require.Len(t, c.Calls(simcloud.OpStatus), len(want))
+	}
+
+	_, err := simcloud.New(simcloud.Options{MaxCalls: -1})
+	require.ErrorContains(t, err, "simcloud: MaxCalls")
+}
