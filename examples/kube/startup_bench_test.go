@@ -302,9 +302,9 @@ func startPods(b *testing.B, cs kubernetes.Interface, trace *startupTrace, ns st
 
 // startAgentProcess builds cmd/podkit-agent and runs it as node name, with
 // a kubeconfig of that node's identity and the cluster's kubelet API
-// settings, until the returned stop is called; it returns once the node
-// is Ready and schedulable.
-func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string) (int, func()) {
+// settings (and the flags extra, which win), until the returned stop is
+// called; it returns once the node is Ready and schedulable.
+func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string, extra ...string) (int, func()) {
 	bin := buildOnce(b, "github.com/podkit/podkit/examples/kube/cmd/podkit-agent")
 	cfg, err := c.NodeConfig(name)
 	if err != nil {
@@ -322,6 +322,7 @@ func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string) (
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--node-name", name, "--state-dir", stateDir,
 		"--heartbeat-interval", "1s", "--housekeeping-interval", "1s",
 		"--client-ca-file", caFile, "--kubelet-port", "0")
+	cmd.Args = append(cmd.Args, extra...)
 	logs, err := os.Create(filepath.Join(dir, "agent.log"))
 	if err != nil {
 		b.Fatal(err)
