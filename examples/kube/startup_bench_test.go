@@ -30,6 +30,7 @@ import (
 
 	"github.com/podkit/podkit/examples/kube/agent"
 	"github.com/podkit/podkit/examples/kube/clustertest"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 
 // Pod startup benchmark: 300 pods over 10 podkit nodes, in a whole
@@ -349,6 +350,10 @@ func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string, e
 		// The agent leaves its pods' processes running, by design: stop
 		// them as the cluster does for its own nodes.
 		if err := clustertest.StopPodProcesses(stateDir); err != nil {
+			b.Error(err)
+		}
+		// And its pod network (bridge, veths, network namespaces).
+		if err := processruntime.RemoveNetwork(context.Background(), stateDir); err != nil {
 			b.Error(err)
 		}
 	}
