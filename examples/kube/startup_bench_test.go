@@ -30,6 +30,7 @@ import (
 
 	"github.com/podkit/podkit/examples/kube/agent"
 	"github.com/podkit/podkit/examples/kube/clustertest"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 
 // Pod startup benchmark: 300 pods over 10 podkit nodes, in a whole
@@ -302,9 +303,9 @@ func startPods(b *testing.B, cs kubernetes.Interface, trace *startupTrace, ns st
 
 // startAgentProcess builds cmd/podkit-agent and runs it as node name, with
 // a kubeconfig of that node's identity and the cluster's kubelet API
-// settings, until the returned stop is called; it returns once the node
-// is Ready and schedulable.
-func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string) (int, func()) {
+// settings (and the flags extra, which win), until the returned stop is
+// called; it returns once the node is Ready and schedulable.
+func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string, extra ...string) (int, func()) {
 	bin := buildOnce(b, "github.com/podkit/podkit/examples/kube/cmd/podkit-agent")
 	cfg, err := c.NodeConfig(name)
 	if err != nil {
@@ -322,6 +323,7 @@ func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string) (
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--node-name", name, "--state-dir", stateDir,
 		"--heartbeat-interval", "1s", "--housekeeping-interval", "1s",
 		"--client-ca-file", caFile, "--kubelet-port", "0")
+	cmd.Args = append(cmd.Args, extra...)
 	logs, err := os.Create(filepath.Join(dir, "agent.log"))
 	if err != nil {
 		b.Fatal(err)
@@ -348,6 +350,10 @@ func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string) (
 		// The agent leaves its pods' processes running, by design: stop
 		// them as the cluster does for its own nodes.
 		if err := clustertest.StopPodProcesses(stateDir); err != nil {
+			b.Error(err)
+		}
+		// And its pod network (bridge, veths, network namespaces).
+		if err := processruntime.RemoveNetwork(context.Background(), stateDir); err != nil {
 			b.Error(err)
 		}
 	}

@@ -214,17 +214,47 @@ func (c *Cluster) Node(name string) *Node {
 // AddNode adds a podkit node, starts its agent and heartbeat, and returns
 // it once it is Ready and schedulable.
 func (c *Cluster) AddNode(ctx context.Context, opts NodeOptions) (*Node, error) {
-	if err := opts.validate(); err != nil {
-		return nil, err
-	}
-	n, err := c.addNode(opts)
+	nodes, err := c.AddNodes(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.waitReady(ctx, n); err != nil {
+	return nodes[0], nil
+}
+
+// AddNodes adds podkit nodes, starts all their agents and heartbeats at
+// once, and returns the nodes, in the order given, once every one is
+// Ready and schedulable: for a hundred nodes, one wait instead of a
+// hundred in a row. Each node is an agent of its own, with its own
+// client, informers and state directory, as with AddNode. Nothing is
+// added when an option is bad (an invalid or repeated name); a node that
+// fails to start stops the adding there, and the nodes added before it
+// stay in the cluster (Close stops them).
+func (c *Cluster) AddNodes(ctx context.Context, opts ...NodeOptions) ([]*Node, error) {
+	if len(opts) == 0 {
+		return nil, errors.New("clustertest: AddNodes: no nodes")
+	}
+	seen := make(map[string]bool, len(opts))
+	for _, o := range opts {
+		if err := o.validate(); err != nil {
+			return nil, err
+		}
+		if seen[o.Name] {
+			return nil, fmt.Errorf("clustertest: two nodes are named %q", o.Name)
+		}
+		seen[o.Name] = true
+	}
+	nodes := make([]*Node, 0, len(opts))
+	for _, o := range opts {
+		n, err := c.addNode(o)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, n)
+	}
+	if err := c.waitReady(ctx, nodes...); err != nil {
 		return nil, err
 	}
-	return n, nil
+	return nodes, nil
 }
 
 // addNode creates the node's identity, certificates and state directory,
@@ -288,7 +318,10 @@ func (c *Cluster) addNode(opts NodeOptions) (*Node, error) {
 			ClusterDomain: c.opts.ClusterDomain,
 		},
 		newAgent: c.opts.NewAgent,
-		beat:     &nodestatus.Heartbeat{Client: client, NodeName: opts.Name, Interval: c.opts.HeartbeatInterval},
+		beat: &nodestatus.Heartbeat{
+			Client: client, NodeName: opts.Name,
+			Interval: c.opts.HeartbeatInterval, StatusReportInterval: c.opts.NodeStatusReportInterval,
+		},
 	}
 	if err := n.StartAgent(); err != nil {
 		return nil, err

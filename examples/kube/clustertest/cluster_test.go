@@ -52,6 +52,7 @@ func TestCluster(t *testing.T) {
 		{"ServiceAccountTokenAndRootCA", testServiceAccountTokenAndRootCA},
 		{"EtcdRefusesOtherClients", testEtcdRefusesOtherClients},
 		{"PrivateFiles", testPrivateFiles},
+		{"AddNodes", testAddNodes},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
@@ -412,4 +413,32 @@ func testPrivateFiles(t *testing.T, c *clustertest.Cluster) {
 		require.NoError(t, err)
 		assert.Equal(t, fs.ModeDir|0o700, fi.Mode(), node.StateDir())
 	}
+}
+
+// testAddNodes: AddNodes starts several nodes at once and returns them,
+// in order, once every one is Ready and schedulable, each with a Lease of
+// its own.
+func testAddNodes(t *testing.T, c *clustertest.Cluster) {
+	ctx := testContext(t)
+	nodes, err := c.AddNodes(ctx, clustertest.NodeOptions{Name: "many-a"}, clustertest.NodeOptions{Name: "many-b"})
+	require.NoError(t, err)
+	require.Len(t, nodes, 2)
+	for i, name := range []string{"many-a", "many-b"} {
+		assert.Equal(t, name, nodes[i].Name())
+		assert.Same(t, nodes[i], c.Node(name))
+		node, err := c.Admin().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		for _, taint := range node.Spec.Taints {
+			assert.NotEqual(t, v1.TaintNodeNotReady, taint.Key, "%s is schedulable", name)
+		}
+		ready := false
+		for _, cond := range node.Status.Conditions {
+			ready = ready || cond.Type == v1.NodeReady && cond.Status == v1.ConditionTrue
+		}
+		assert.True(t, ready, "%s is Ready", name)
+		_, err = c.Admin().CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
+		assert.NoError(t, err, "%s has its Lease", name)
+	}
+	_, err = c.AddNodes(ctx, clustertest.NodeOptions{Name: "many-a"})
+	assert.ErrorContains(t, err, `clustertest: a node named "many-a" exists`)
 }

@@ -23,6 +23,7 @@ func TestStartRefusesBadOptions(t *testing.T) {
 		{"two nodes of one name", Options{Nodes: []NodeOptions{{Name: "n"}, {Name: "n"}}}, `two nodes are named "n"`},
 		{"a negative heartbeat", Options{HeartbeatInterval: -time.Second}, "HeartbeatInterval is negative"},
 		{"a grace period within a heartbeat", Options{HeartbeatInterval: 5 * time.Second, NodeMonitorGracePeriod: 5 * time.Second}, "must be longer than HeartbeatInterval"},
+		{"a negative status report interval", Options{NodeStatusReportInterval: -time.Second}, "NodeStatusReportInterval is negative"},
 		{"negative eviction seconds", Options{PodEvictionSeconds: -1}, "PodEvictionSeconds is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,4 +45,26 @@ func TestAddNodeRefusesABadName(t *testing.T) {
 	_, err := c.AddNode(context.Background(), NodeOptions{Name: "../x"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `clustertest: node name "../x"`)
+}
+
+// TestAddNodesRefusesBadOptionsBeforeAddingAny: one bad name, or two of
+// one name, and AddNodes adds none of the nodes.
+func TestAddNodesRefusesBadOptionsBeforeAddingAny(t *testing.T) {
+	c := &Cluster{}
+	for _, tc := range []struct {
+		name  string
+		nodes []NodeOptions
+		want  string
+	}{
+		{"none", nil, "clustertest: AddNodes: no nodes"},
+		{"a bad name last", []NodeOptions{{Name: "good"}, {Name: "Bad"}}, `clustertest: node name "Bad"`},
+		{"two of one name", []NodeOptions{{Name: "n"}, {Name: "n"}}, `clustertest: two nodes are named "n"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.AddNodes(context.Background(), tc.nodes...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Empty(t, c.Nodes(), "no node was added")
+		})
+	}
 }

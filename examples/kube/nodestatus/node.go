@@ -74,6 +74,15 @@ type Heartbeat struct {
 	// LeaseDuration is the Lease's duration. Defaults to 40 seconds, the
 	// kubelet's default.
 	LeaseDuration time.Duration
+	// StatusReportInterval, when positive, makes a beat patch the Node's
+	// Ready condition only when the patch would change it (no Ready
+	// condition is stored, or one of another status, reason or message)
+	// or when StatusReportInterval has passed since this Heartbeat last
+	// patched it; the beats between only renew the Lease, which is what
+	// the node lifecycle controller watches for liveness. The kubelet's
+	// default is 5 minutes (its nodeStatusReportFrequency). Zero patches
+	// the status at every beat.
+	StatusReportInterval time.Duration
 	// Clock gives the time of each beat and the ticker of Run. Defaults to
 	// the real clock.
 	Clock clock.WithTicker
@@ -92,6 +101,12 @@ type Heartbeat struct {
 	// the Node is not found (deleted): Registration.NodeMissing, so the
 	// Node is registered again. It must not block.
 	OnNodeMissing func()
+
+	// reported is when a beat last patched the status.
+	reported time.Time
+	// lease is the Lease as the last beat wrote it, renewed by the next
+	// without reading it first; nil when unknown.
+	lease *coordinationv1.Lease
 }
 
 func (h *Heartbeat) clock() clock.WithTicker {
@@ -158,12 +173,16 @@ func (h *Heartbeat) patchReady(ctx context.Context, now metav1.Time) (*v1.Node, 
 		}
 	}
 	ready.LastTransitionTime = now
-	changed := true
+	changed, same := true, false
 	for _, c := range node.Status.Conditions {
 		if c.Type == v1.NodeReady && c.Status == ready.Status {
 			ready.LastTransitionTime = c.LastTransitionTime
 			changed = false
+			same = c.Reason == ready.Reason && c.Message == ready.Message
 		}
+	}
+	if same && h.StatusReportInterval > 0 && !h.reported.IsZero() && now.Sub(h.reported) < h.StatusReportInterval {
+		return node, nil // nothing to tell yet: the Lease says the node lives
 	}
 	// Conditions merge by type, so only Ready is touched.
 	patch, err := json.Marshal(map[string]any{
@@ -175,6 +194,7 @@ func (h *Heartbeat) patchReady(ctx context.Context, now metav1.Time) (*v1.Node, 
 	if _, err := h.Client.CoreV1().Nodes().PatchStatus(ctx, h.NodeName, patch); err != nil {
 		return node, fmt.Errorf("nodestatus: heartbeat of node %q: patching its status: %w", h.NodeName, err)
 	}
+	h.reported = now.Time
 	if changed && h.Recorder != nil {
 		reason := events.ReasonNodeReady
 		if ready.Status != v1.ConditionTrue {
@@ -201,6 +221,15 @@ func (h *Heartbeat) renewLease(ctx context.Context, now metav1.Time, node *v1.No
 	}
 	leases := h.Client.CoordinationV1().Leases(LeaseNamespace)
 	renew := metav1.NewMicroTime(now.Time)
+	if h.lease != nil {
+		// Renew the Lease this Heartbeat wrote last, without reading it:
+		// one request a beat. A conflict (someone else wrote it) or its
+		// loss falls back to reading it.
+		if err := h.updateLease(ctx, h.lease.DeepCopy(), renew, duration, node); err == nil {
+			return nil
+		}
+		h.lease = nil
+	}
 	lease, err := leases.Get(ctx, h.NodeName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -215,22 +244,31 @@ func (h *Heartbeat) renewLease(ctx context.Context, now metav1.Time, node *v1.No
 		if node != nil {
 			lease.OwnerReferences = nodeOwner(node)
 		}
-		_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+		created, err := leases.Create(ctx, lease, metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("nodestatus: creating the lease of node %q: %w", h.NodeName, err)
 		}
+		h.lease = created
 		return nil
 	case err != nil:
 		return fmt.Errorf("nodestatus: reading the lease of node %q: %w", h.NodeName, err)
 	}
+	return h.updateLease(ctx, lease, renew, duration, node)
+}
+
+// updateLease renews lease (the stored one, or the one last written) and
+// keeps what the API server stored.
+func (h *Heartbeat) updateLease(ctx context.Context, lease *coordinationv1.Lease, renew metav1.MicroTime, duration time.Duration, node *v1.Node) error {
 	lease.Spec.RenewTime = &renew
 	lease.Spec.HolderIdentity = ptr.To(h.NodeName)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(duration / time.Second))
 	if node != nil && (len(lease.OwnerReferences) != 1 || lease.OwnerReferences[0].UID != node.UID) {
 		lease.OwnerReferences = nodeOwner(node)
 	}
-	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+	updated, err := h.Client.CoordinationV1().Leases(LeaseNamespace).Update(ctx, lease, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("nodestatus: renewing the lease of node %q: %w", h.NodeName, err)
 	}
+	h.lease = updated
 	return nil
 }

@@ -2,6 +2,7 @@ package nodestatus
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func testNode(name string) *v1.Node {
@@ -146,4 +148,81 @@ func TestHeartbeatGivesTheLeaseToTheNewNode(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, lease.OwnerReferences, 1)
 	assert.Equal(t, renewed.UID, lease.OwnerReferences[0].UID, "the Lease belongs to the Node registered again")
+}
+
+// beatActions returns what one beat asked of the API server, as
+// "verb resource[/subresource]".
+func beatActions(t *testing.T, client *fake.Clientset, hb *Heartbeat) []string {
+	t.Helper()
+	client.ClearActions()
+	require.NoError(t, hb.Beat(context.Background()))
+	var out []string
+	for _, a := range client.Actions() {
+		r := a.GetResource().Resource
+		if a.GetSubresource() != "" {
+			r += "/" + a.GetSubresource()
+		}
+		out = append(out, a.GetVerb()+" "+r)
+	}
+	return out
+}
+
+// TestHeartbeatReportsTheStatusOnChangeOrAfterTheReportInterval: with a
+// StatusReportInterval, a beat that would not change the Ready condition
+// only renews the Lease, in one request; a change (the node turns
+// unhealthy, or the controller marked it Unknown) and the end of the
+// interval are patched at the next beat.
+func TestHeartbeatReportsTheStatusOnChangeOrAfterTheReportInterval(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	client := fake.NewClientset(testNode("n4"))
+	var health error
+	hb := &Heartbeat{Client: client, NodeName: "n4", Clock: clk, StatusReportInterval: 5 * time.Minute, Health: func() error { return health }}
+	patch, get, renew := "patch nodes/status", "get nodes", "update leases"
+
+	assert.Equal(t, []string{get, patch, "get leases", "create leases"}, beatActions(t, client, hb), "the first beat reports and creates the Lease")
+	clk.Step(10 * time.Second)
+	assert.Equal(t, []string{get, renew}, beatActions(t, client, hb), "nothing changed: the Lease alone, not read first")
+
+	health = errors.New("disk full")
+	clk.Step(10 * time.Second)
+	assert.Equal(t, []string{get, patch, renew}, beatActions(t, client, hb), "unhealthy: reported at once")
+	node, err := client.CoreV1().Nodes().Get(context.Background(), "n4", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, node.Status.Conditions, 1)
+	assert.Equal(t, v1.ConditionFalse, node.Status.Conditions[0].Status)
+	health = nil
+	clk.Step(10 * time.Second)
+	assert.Equal(t, []string{get, patch, renew}, beatActions(t, client, hb), "healthy again: reported at once")
+
+	// The node lifecycle controller marks the node Unknown.
+	node, err = client.CoreV1().Nodes().Get(context.Background(), "n4", metav1.GetOptions{})
+	require.NoError(t, err)
+	node.Status.Conditions[0].Status = v1.ConditionUnknown
+	_, err = client.CoreV1().Nodes().UpdateStatus(context.Background(), node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	clk.Step(10 * time.Second)
+	assert.Equal(t, []string{get, patch, renew}, beatActions(t, client, hb), "marked Unknown by someone else: reported again")
+
+	clk.Step(4 * time.Minute)
+	assert.Equal(t, []string{get, renew}, beatActions(t, client, hb))
+	clk.Step(time.Minute)
+	assert.Equal(t, []string{get, patch, renew}, beatActions(t, client, hb), "the report interval is over")
+
+	// Without an interval, every beat reports.
+	hb.StatusReportInterval = 0
+	clk.Step(10 * time.Second)
+	assert.Equal(t, []string{get, patch, renew}, beatActions(t, client, hb))
+}
+
+// TestHeartbeatReadsTheLeaseAgainWhenItsRenewalFails: the Lease deleted
+// behind the Heartbeat's back is created again at the next beat.
+func TestHeartbeatReadsTheLeaseAgainWhenItsRenewalFails(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset(testNode("n5"))
+	hb := &Heartbeat{Client: client, NodeName: "n5"}
+	require.NoError(t, hb.Beat(ctx))
+	require.NoError(t, client.CoordinationV1().Leases(LeaseNamespace).Delete(ctx, "n5", metav1.DeleteOptions{}))
+	assert.Equal(t, []string{"get nodes", "patch nodes/status", "update leases", "get leases", "create leases"}, beatActions(t, client, hb))
+	_, err := client.CoordinationV1().Leases(LeaseNamespace).Get(ctx, "n5", metav1.GetOptions{})
+	require.NoError(t, err, "the Lease is back")
 }
