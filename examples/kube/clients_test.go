@@ -44,20 +44,6 @@ func (c interceptedCore) Events(namespace string) corev1client.EventInterface {
 	return c.events(real)
 }
 
-// countingPods counts the reads of the pod named name.
-type countingPods struct {
-	corev1client.PodInterface
-	name string
-	gets *atomic.Int64
-}
-
-func (p countingPods) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Pod, error) {
-	if name == p.name {
-		p.gets.Add(1)
-	}
-	return p.PodInterface.Get(ctx, name, opts)
-}
-
 // hungEvents is an events API that never answers: every write waits until
 // its context ends. It counts the writes it was given.
 type hungEvents struct {
