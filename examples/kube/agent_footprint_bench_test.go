@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -389,29 +388,9 @@ func startFootprintAgent(b *testing.B, c *clustertest.Cluster, name, dir string,
 		base = append(base, "--client-ca-file", caFile)
 	}
 	cmd := exec.Command(bin, append(base, args...)...)
-	logs, err := os.Create(filepath.Join(dir, "agent.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	stopAgent := runAgentCommand(b, cmd, dir)
 	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				b.Errorf("podkit-agent: %v", err)
-			}
-		case <-time.After(time.Minute):
-			_ = cmd.Process.Kill()
-			<-exited
-			b.Error("podkit-agent did not stop on SIGTERM")
-		}
-		logs.Close()
+		stopAgent()
 		if err := clustertest.StopPodProcesses(stateDir); err != nil {
 			b.Error(err)
 		}

@@ -324,29 +324,9 @@ func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string, e
 		"--heartbeat-interval", "1s", "--housekeeping-interval", "1s",
 		"--client-ca-file", caFile, "--kubelet-port", "0")
 	cmd.Args = append(cmd.Args, extra...)
-	logs, err := os.Create(filepath.Join(dir, "agent.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	stopAgent := runAgentCommand(b, cmd, dir)
 	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				b.Errorf("podkit-agent: %v", err)
-			}
-		case <-time.After(time.Minute):
-			_ = cmd.Process.Kill()
-			<-exited
-			b.Error("podkit-agent did not stop on SIGTERM")
-		}
-		logs.Close()
+		stopAgent()
 		// The agent leaves its pods' processes running, by design: stop
 		// them as the cluster does for its own nodes.
 		if err := clustertest.StopPodProcesses(stateDir); err != nil {
@@ -366,6 +346,36 @@ func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string, e
 		b.Fatalf("the podkit-agent node did not become Ready: %v", err)
 	}
 	return cmd.Process.Pid, stop
+}
+
+// runAgentCommand starts cmd, a podkit-agent, with its output in
+// dir/agent.log, and returns a function that stops it: SIGTERM, then
+// SIGKILL after a minute (a benchmark error), and closes the log.
+func runAgentCommand(b *testing.B, cmd *exec.Cmd, dir string) (stop func()) {
+	logs, err := os.Create(filepath.Join(dir, "agent.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				b.Errorf("podkit-agent: %v", err)
+			}
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-exited
+			b.Error("podkit-agent did not stop on SIGTERM")
+		}
+		logs.Close()
+	}
 }
 
 // processMemory returns the resident set size of process pid, and its
