@@ -44,12 +44,16 @@ type parkedWorker struct {
 	// idle is set by a sweep that found the worker parked: the next sweep
 	// that still finds it parked ends it.
 	idle bool
+	// next is the worker to wake after this one, in the chain of wake-ups
+	// chosen under the lock (wakeLater). Written under the lock while the
+	// worker is parked; read by the waker before it wakes this worker.
+	next *parkedWorker
 }
 
 // parkLocked parks the calling worker, when there is room and Run runs, and
 // waits without the lock until it is woken. It reports true when the
-// worker was woken for work (it holds the lock again, and counts as
-// started), false when it must exit: it was not parked, or a sweep or
+// worker was woken for work (it holds the lock again, and no longer counts
+// as woken), false when it must exit: it was not parked, or a sweep or
 // Run's shutdown ended it. pw is the worker's own parkedWorker, made on
 // its first park.
 func (w *PodWorkers[T]) parkLocked(pw **parkedWorker) bool {
@@ -75,13 +79,13 @@ func (w *PodWorkers[T]) parkLocked(pw **parkedWorker) bool {
 	if p.exit {
 		return false
 	}
-	w.starting--
+	w.woken--
 	return true
 }
 
 // unparkLocked hands ready work to the worker that parked last, and
-// reports false when none is parked. The worker counts as starting until
-// it has the lock. It is woken once the lock is released (unlock): a worker
+// reports false when none is parked. The worker counts as woken until it
+// has the lock. It is woken once the lock is released (unlock): a worker
 // woken under the lock would, on another CPU, run straight into it.
 func (w *PodWorkers[T]) unparkLocked() bool {
 	n := len(w.parked)
@@ -91,8 +95,8 @@ func (w *PodWorkers[T]) unparkLocked() bool {
 	p := w.parked[n-1]
 	w.parked[n-1] = nil
 	w.parked = w.parked[:n-1]
-	w.starting++
-	w.wakeLater = p
+	w.woken++
+	p.next, w.wakeLater = w.wakeLater, p
 	return true
 }
 
@@ -134,20 +138,23 @@ func (w *PodWorkers[T]) endParkedLocked() {
 	w.sweepAt = time.Time{}
 }
 
-// unlock releases the lock, then wakes the parked worker or starts the
+// unlock releases the lock, then wakes the parked workers or starts the
 // goroutine spawnLocked chose while it was held. Waking or starting a
 // goroutine may wake an idle thread of the Go scheduler (a system call),
 // and the woken worker's first step is to take the lock: done under the
 // lock, that would lengthen the caller's hold and make the worker wait
 // for it. Every release of the lock after a machine call goes through
-// unlock; at most one wake-up is pending at a time (spawnLocked chooses
-// none while a worker is starting).
+// unlock, so the goroutine that chose a wake-up is the one that does it.
+// A worker's next link is read before it is woken: once woken, it may
+// park again and be chained anew.
 func (w *PodWorkers[T]) unlock() {
 	p, spawn := w.wakeLater, w.spawnLater
 	w.wakeLater, w.spawnLater = nil, false
 	w.mu.Unlock()
-	if p != nil {
+	for p != nil {
+		next := p.next
 		p.wake <- struct{}{}
+		p = next
 	}
 	if spawn {
 		go w.runWorker()

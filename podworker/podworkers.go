@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -54,16 +55,19 @@ type PodWorkers[T any] struct {
 	m     *machine
 	state runState
 	// workers counts live worker goroutines, parked ones included;
-	// starting counts those on their way to the ready queues: started or
-	// woken, and not yet holding the lock.
-	workers, starting int
+	// woken counts the parked workers woken for work and not yet holding
+	// the lock, spawning the goroutines started and not yet holding it.
+	workers, woken, spawning int
+	// returning counts the workers whose hook returned and that wait for
+	// the lock to report it; they pop next. It is raised without the lock.
+	returning atomic.Int32
 	// parked are the warm workers waiting for work (parking.go), the one
 	// that parked last at the end; maxParked bounds them.
 	parked    []*parkedWorker
 	maxParked int
-	// wakeLater and spawnLater are the wake-up spawnLocked chose under
-	// the lock — a parked worker to wake, or a goroutine to start — done
-	// by unlock once the lock is released.
+	// wakeLater and spawnLater are the wake-ups spawnLocked chose under
+	// the lock — parked workers to wake (linked through next), or a
+	// goroutine to start — done by unlock once the lock is released.
 	wakeLater  *parkedWorker
 	spawnLater bool
 	// sweepAt is when the timer loop next ends the workers parked through

@@ -53,8 +53,8 @@ func (l *list) pop() *record {
 	return r
 }
 
-// hasReady reports whether a ready queue holds work.
-func (m *machine) hasReady() bool { return m.readyTerm.n+m.readySync.n > 0 }
+// readyLen is how many records the ready queues hold.
+func (m *machine) readyLen() int { return m.readyTerm.n + m.readySync.n }
 
 // popReady takes the next record to work on, termination work first.
 func (m *machine) popReady() *record {

@@ -12,25 +12,39 @@ import (
 
 // The worker goroutines that run the hooks the machine hands out.
 
-// spawnLocked keeps one goroutine on its way to the ready queues whenever
-// they hold work — a parked worker woken, else a new one started: poppers
-// is how many live workers will pop next anyway.
-// A worker that takes work while more is ready calls it again, so the
-// number of workers grows one at a time while hooks block, and stays small
-// while hooks are quick (the lock is not fought over by thousands of
-// goroutines).
+// spawnLocked makes sure ready work has workers on their way to it.
+// poppers is how many live workers will pop next anyway (the caller
+// itself, when it goes on to look for work); the workers woken and not
+// yet holding the lock, and those whose hook returned, pop next too. For
+// each ready record beyond those, a parked worker is woken while any is
+// parked: a burst of updates finds a worker per CPU at once, not one
+// after the other, and an update that comes while every worker but a
+// parked one is in a hook does not wait for a hook to return.
+//
+// A new goroutine is started only when no worker at all is on its way (a
+// started goroutine waits for a CPU like any other, so it does not count
+// against waking a parked worker, which may find one sooner). A worker
+// that takes work while more is ready calls spawnLocked again, so the
+// number of workers grows one at a time while hooks block (a worker
+// blocked in a hook neither returns nor pops), and stays small while
+// hooks are quick (the lock is not fought over by many goroutines).
 func (w *PodWorkers[T]) spawnLocked(poppers int) {
-	if w.state != running || w.starting+poppers > 0 || !w.m.hasReady() {
+	if w.state != running {
 		return
 	}
-	if w.unparkLocked() {
-		return // a warm worker takes it (parked workers count in workers)
+	ready := w.m.readyLen()
+	coming := w.woken + poppers + int(w.returning.Load())
+	for coming < ready && w.unparkLocked() {
+		coming++ // a warm worker takes it (parked workers count in workers)
+	}
+	if coming+w.spawning > 0 || ready == 0 {
+		return
 	}
 	if w.max > 0 && w.workers >= w.max {
 		return
 	}
 	w.workers++
-	w.starting++
+	w.spawning++
 	w.wg.Add(1)
 	w.spawnLater = true // started once the lock is released (unlock)
 }
@@ -44,7 +58,7 @@ func (w *PodWorkers[T]) runWorker() {
 	defer w.wg.Done()
 	var parked *parkedWorker
 	w.mu.Lock()
-	w.starting--
+	w.spawning--
 	for w.state == running {
 		if w.pause != nil && !w.pauseLocked() {
 			break
@@ -71,7 +85,11 @@ func (w *PodWorkers[T]) runWorker() {
 		}
 		w.unlock()
 		terminal, err := w.call(&c)
+		// Returning: this worker pops next once it has the lock, so work
+		// made ready meanwhile needs no other worker (spawnLocked).
+		w.returning.Add(1)
 		w.mu.Lock()
+		w.returning.Add(-1)
 		fx = effects{}
 		w.prepareLocked(&fx)
 		w.m.complete(&c, terminal, err, &fx)
