@@ -2,10 +2,11 @@
 // node" of Kubernetes' scalability tests (kubemark), for running hundreds
 // of podkit nodes on one machine. It is a podworker.PodSyncer with the
 // process runtime's status type (processruntime.PodStatus), so an agent
-// (package agent, Config.Runtime RuntimeHollow) runs every pod through
-// podkit's engine, the status writer, the event recorder and the Node
-// heartbeat exactly as over the process runtime: the API server sees the
-// same status writes, events and Node traffic; only nothing runs.
+// built on it runs every pod through podkit's engine, the status writer,
+// the event recorder and the Node heartbeat exactly as over the process
+// runtime: the API server sees the same status writes, events and Node
+// traffic; only nothing runs. (Package agent does not offer it as a
+// runtime yet: its build is still the process runtime's.)
 //
 // # What a hollow pod does
 //
