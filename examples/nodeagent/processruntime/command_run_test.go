@@ -3,7 +3,6 @@ package processruntime_test
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -193,10 +192,7 @@ func (e *events) countLocked(match func(processruntime.Event) bool) int {
 // work, where the node's dash has neither.
 func TestBusyboxCommandsAreTheNodesBusyboxApplets(t *testing.T) {
 	t.Parallel()
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Skip("no busybox on this machine")
-	}
+	bb := needBusybox(t)
 	ev := newEvents()
 	rt := openRuntime(t, processruntime.Options{OnEvent: ev.add})
 	pod := newPod(v1.RestartPolicyNever, "c", "")

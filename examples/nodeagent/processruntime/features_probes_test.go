@@ -24,6 +24,7 @@ func fast(h v1.ProbeHandler) *v1.Probe {
 // documentation's liveness-exec: a file that goes away), an httpGet probe
 // (a /healthz that goes away) and a tcpSocket probe (a port that closes).
 func TestLivenessFailureRestartsTheContainer(t *testing.T) {
+	needBusybox(t)
 	t.Parallel()
 	e := newFeatureEnv(t)
 	execPod := featurePod("c", `touch /tmp/healthy; sleep 2; rm /tmp/healthy; exec sleep 600`)
@@ -57,6 +58,7 @@ func TestLivenessFailureRestartsTheContainer(t *testing.T) {
 // container, and the pod, not Ready (the documentation's tcp readiness on
 // a closed port); once the port opens, both turn Ready.
 func TestReadinessFalseOnAClosedPort(t *testing.T) {
+	needBusybox(t)
 	t.Parallel()
 	e := newFeatureEnv(t)
 	pod := featurePod("c", `while [ ! -f /tmp/open ]; do sleep 0.2; done; exec busybox httpd -f -p 8080 -h /tmp`)

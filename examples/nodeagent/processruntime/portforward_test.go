@@ -63,6 +63,7 @@ func httpServerPod() *v1.Pod {
 // thread of the agent in the host's namespace; a port nothing listens on
 // is an error.
 func TestPortForwardReachesThePodsPort(t *testing.T) {
+	needBusybox(t)
 	t.Parallel()
 	cidr := podrangetest.Range(t)
 	for name, opts := range map[string]processruntime.Options{

@@ -330,6 +330,7 @@ func TestAttackARestrictedContainerHasWhatItAsked(t *testing.T) {
 // loopback is out of reach.
 func TestAttackAPodCannotReachTheHostsLoopback(t *testing.T) {
 	t.Parallel()
+	needBusybox(t)
 	ln := listenLoopback(t)
 	ev := newEvents()
 	rt := sandboxed(t, processruntime.Options{OnEvent: ev.add})
@@ -362,6 +363,7 @@ func listenLoopback(t *testing.T) string {
 // node reaches a pod's server there, pods reach each other, and the host's
 // loopback stays out of reach.
 func TestAttackPodNetwork(t *testing.T) {
+	needBusybox(t)
 	t.Parallel()
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("no ip(8) to check the network with")

@@ -52,6 +52,7 @@ func TestPodStatsMoveWithThePodsWork(t *testing.T) {
 			t.Parallel()
 			var rt *processruntime.Runtime
 			if sandbox {
+				needBusybox(t) // its web container
 				rt = sandboxed(t, processruntime.Options{PodCIDR: cidr, BridgeName: podrangetest.Bridge(t, "pks")})
 				t.Cleanup(func() { require.NoError(t, rt.TeardownNetwork(context.Background())) })
 			} else {
