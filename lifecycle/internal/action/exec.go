@@ -84,7 +84,6 @@ func Exec(ctx context.Context, calls *Calls, r ExecRunner, containerID string, c
 	calls.wg.Add(1)
 	go func() {
 		defer calls.wg.Done()
-		defer close(finished)
 		var rep reply
 		func() {
 			defer func() {
@@ -94,6 +93,10 @@ func Exec(ctx context.Context, calls *Calls, r ExecRunner, containerID string, c
 			}()
 			rep.out, rep.code, rep.err = r.ExecInContainer(ctx, containerID, cmd, timeout)
 		}()
+		// finished closes before the reply is handed over, so a caller that
+		// has the reply sees the runner as returned (the probe retries an
+		// errored check only then).
+		close(finished)
 		got <- rep
 	}()
 	var rep reply
