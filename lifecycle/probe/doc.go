@@ -60,7 +60,9 @@
 // successes or failureThreshold (3) failures in a row. Before its first
 // decision a run is not ready, is not started while it has a startup
 // probe, and is live. Liveness and readiness probes do not run until the
-// startup probe passed; the startup probe does not run after. After a
+// startup probe passed and a status built since (UpdatePodStatus) reported
+// the container started (the success asks for that sync, and readiness is
+// then checked at once); the startup probe does not run after. After a
 // liveness failure, or a startup decision, the worker waits for the
 // container's next run. A check that cannot be made at all (an exec runner
 // error, an unknown port name) is tried three times and then decides
@@ -109,6 +111,10 @@
 //   - A deleted or terminating pod's startup probe stops keeping its last
 //     result: a container that never passed it is never reported started
 //     (the kubelet sets it to success for a deleted pod).
+//   - Liveness and readiness begin once a status reported the startup
+//     success (the kubelet begins them at whichever of their ticks first
+//     finds the success in its status manager), so when they begin
+//     does not hang on the order of goroutines.
 //   - A new run resets the success/failure streak too (the kubelet carries
 //     it over from the previous container).
 //   - An adopted container keeps the Started and Ready its pod's API

@@ -165,7 +165,7 @@ func (m *Manager) fire(ctx context.Context, k key, due time.Time) {
 		return
 	}
 	m.sched.Set(k, schedule.Next(due, now, w.set.period))
-	if !w.due(now, startedLocked(p, k.container)) {
+	if !w.due(now, gateLocked(p, k)) {
 		m.mu.Unlock()
 		return
 	}
@@ -194,11 +194,17 @@ func (m *Manager) fire(ctx context.Context, k key, due time.Time) {
 	go m.check(ctx, in)
 }
 
-// startedLocked reports whether the pod's container has started: it has
-// no startup probe, or that probe passed for the current run.
-func startedLocked(p *podProbes, container string) bool {
-	sw := p.workers[wkey{container, Startup}]
-	return sw == nil || sw.invalid == nil && sw.hasInst && sw.result == resultSuccess
+// gateLocked reports whether the startup gate counts the container of k
+// as started: it has no startup probe, or that probe passed for the
+// current run — and, for the liveness and readiness probes that the gate
+// opens, a status (UpdatePodStatus) has reported it started since.
+func gateLocked(p *podProbes, k key) bool {
+	sw := p.workers[wkey{k.container, Startup}]
+	if sw == nil {
+		return true
+	}
+	passed := sw.invalid == nil && sw.hasInst && sw.result == resultSuccess
+	return passed && (k.typ == Startup || sw.announced)
 }
 
 // checkInput is what a check needs, copied out under the lock.

@@ -157,6 +157,40 @@ func TestStartupGatesTheOtherProbes(t *testing.T) {
 	})
 }
 
+func TestLivenessAndReadinessWaitForAStatusThatSaysStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, Options{})
+		pod := podWith(func(c *v1.Container) {
+			c.StartupProbe = execProbe(10, 1, 3)
+			c.StartupProbe.Exec.Command = []string{"startup"}
+			c.ReadinessProbe = execProbe(3, 1, 3)
+			c.ReadinessProbe.Exec.Command = []string{"ready"}
+			c.LivenessProbe = execProbe(3, 1, 3)
+			c.LivenessProbe.Exec.Command = []string{"live"}
+		})
+		e.sync(pod, ids, t0)
+		for range 10 {
+			e.step(time.Second)
+		}
+		require.Equal(t, 1, e.exec.callsOf("startup"), "the startup probe passed at its first check")
+		require.True(t, e.m.IsStarted(pod, "app", "cri://c1"))
+		for range 10 { // three more periods of the other probes, with no sync
+			e.step(time.Second)
+		}
+		assert.Equal(t, 0, e.exec.callsOf("ready"), "readiness waits for a status that says started")
+		assert.Equal(t, 0, e.exec.callsOf("live"), "liveness waits for a status that says started")
+
+		st := e.sync(pod, ids, t0)
+		assert.True(t, started(st, "app"))
+		assert.Equal(t, 1, e.exec.callsOf("ready"), "the status that says started checks readiness at once")
+		for range 3 {
+			e.step(time.Second)
+		}
+		assert.Equal(t, 2, e.exec.callsOf("ready"))
+		assert.Equal(t, 1, e.exec.callsOf("live"))
+	})
+}
+
 func TestStartupFailureAsksForARestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, Options{})

@@ -217,14 +217,22 @@ func seedOf(pod *v1.Pod, cs *v1.ContainerStatus, t Type) result {
 	return resultUnknown
 }
 
-// fillLocked sets cs's Started and Ready, and asks for a readiness check
-// now for a started, running container that is not ready.
+// fillLocked sets cs's Started and Ready, marks a started container's
+// startup probe announced (its liveness and readiness probes may run), and
+// asks for a readiness check now for a started, running container that is
+// not ready.
 func (m *Manager) fillLocked(uid types.UID, p *podProbes, pod *v1.Pod, cs *v1.ContainerStatus, now time.Time) {
 	running := cs.State.Running != nil
 	started := running && startedOf(p, pod, cs.Name, cs.ContainerID)
 	cs.Started = &started
 	cs.Ready = started && readyOf(p, pod, cs.Name, cs.ContainerID)
-	if !started || cs.Ready || p == nil {
+	if !started || p == nil {
+		return
+	}
+	if sw := p.workers[wkey{cs.Name, Startup}]; sw != nil {
+		sw.announced = true // startedOf held: sw's run is cs's
+	}
+	if cs.Ready {
 		return
 	}
 	k := key{uid, wkey{cs.Name, Readiness}}

@@ -54,6 +54,11 @@ type worker struct {
 	onHold bool
 	// stopped: the pod is terminating and this probe runs no more.
 	stopped bool
+	// announced (startup only): a status built by UpdatePodStatus has
+	// reported inst started. Liveness and readiness wait for it, so that
+	// they begin at a point the runtime saw, not at whichever tick came
+	// first after the check's goroutine recorded the success.
+	announced bool
 
 	// checking: a check of this worker is in flight (its goroutine will
 	// call the manager's finish); at most one is.
@@ -98,6 +103,7 @@ func (w *worker) observe(in instance, seed result) bool {
 		w.result = resultFailure
 	}
 	w.last, w.run, w.onHold = resultUnknown, 0, w.typ == Startup && w.result == resultSuccess
+	w.announced = false
 	return true
 }
 
@@ -108,6 +114,7 @@ func (w *worker) forget() {
 		w.hasInst, w.inst = false, instance{}
 		w.gen++
 		w.result, w.last, w.run, w.onHold = w.typ.initial(), resultUnknown, 0, false
+		w.announced = false
 	}
 }
 
