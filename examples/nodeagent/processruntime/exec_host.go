@@ -48,11 +48,12 @@ func (r *Runtime) execHost(ctx context.Context, rc runningContainer, cmd []strin
 	if master != nil {
 		r.applyInitialSize(ctx, s, master)
 	}
-	if r.cgroups != nil && rc.proc.cgroup != "" {
-		err = r.cgroups.startIn(c, rc.proc.cgroup)
-	} else {
-		err = c.Start()
-	}
+	placed, err := r.limits.startBorn(rc.p.uid, func() error {
+		if r.cgroups != nil && rc.proc.cgroup != "" {
+			return r.cgroups.startIn(c, rc.proc.cgroup)
+		}
+		return c.Start()
+	})
 	if pipes != nil {
 		pipes.closeProcessEnds()
 	} else {
@@ -63,8 +64,10 @@ func (r *Runtime) execHost(ctx context.Context, rc runningContainer, cmd []strin
 		return 0, fmt.Errorf("starting %q: %w", exe, err)
 	}
 	pid := c.Process.Pid
-	if err := r.limits.place(rc.p.uid, pid); err != nil {
-		r.log.Error(err, "Cannot put an exec in its pod's cgroups; its pod's limits do not apply to it", "pod", rc.p.uid, "pid", pid)
+	if !placed {
+		if err := r.limits.place(rc.p.uid, pid); err != nil {
+			r.log.Error(err, "Cannot put an exec in its pod's cgroups; its pod's limits do not apply to it", "pod", rc.p.uid, "pid", pid)
+		}
 	}
 
 	sess.start(s)

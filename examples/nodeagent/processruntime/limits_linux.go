@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -249,6 +250,73 @@ func (l *limiter) apply(uid types.UID, lim podLimits) error {
 		}
 	}
 	return nil
+}
+
+// startBorn runs start, which starts a process, so that the process is
+// born in the pod's v1 cgroups: start runs on an OS thread of its own that
+// first joins them (cgroup v1 places threads, and a fork inherits its
+// thread's cgroups), and the thread is discarded afterwards
+// (onDiscardedThread), so no other work of the agent runs there. Placing
+// the process after it started would leave what it did first outside:
+// the memory it touched at once stays charged to the agent's cgroup, and
+// what it forked at once is not limited.
+//
+// placed reports whether the process was born in them, and err is
+// start's. When placed is false (no v1 limits, or the thread could not
+// join one of them) start ran on the caller's thread and the caller
+// places the process afterwards, which reports why it cannot. The
+// agent's own memory stays charged where it was: cgroup v1 charges an
+// address space's owner, the agent's main thread, so the starting
+// thread's stay does not charge the pod with it.
+func (l *limiter) startBorn(uid types.UID, start func() error) (placed bool, err error) {
+	if len(l.v1) == 0 {
+		return false, start()
+	}
+	type result struct {
+		placed bool
+		err    error
+	}
+	done := make(chan result, 1)
+	onDiscardedThread(func() {
+		tid := strconv.Itoa(syscall.Gettid())
+		for _, base := range l.v1 {
+			if writeCgroupFile(filepath.Join(base, "pod-"+string(uid), "tasks"), tid) != nil {
+				done <- result{}
+				return
+			}
+		}
+		done <- result{placed: true, err: start()}
+	})
+	if res := <-done; res.placed {
+		return true, res.err
+	}
+	return false, start()
+}
+
+// onDiscardedThread runs f on a goroutine locked to an OS thread that
+// ends when f returns, and that is not the main thread: the Go runtime
+// does not end that one (it wedges it instead), and in cgroup v1 it is the
+// thread whose memory cgroup the whole process's memory is charged to.
+// Should the goroutine start on the main thread, it holds it while a
+// second goroutine, which cannot run there, runs f. It does not wait for
+// f.
+func onDiscardedThread(f func()) {
+	go func() {
+		runtime.LockOSThread()
+		if syscall.Gettid() != syscall.Getpid() {
+			// Never unlocked: the thread ends with this goroutine.
+			f()
+			return
+		}
+		ran := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			defer close(ran)
+			f()
+		}()
+		<-ran
+		runtime.UnlockOSThread()
+	}()
 }
 
 // place puts process pid in the pod's v1 cgroups.

@@ -8,12 +8,13 @@ import "k8s.io/apimachinery/pkg/types"
 
 type limiter struct{}
 
-func openLimiter(string, *cgroupTree, int64, bool) *limiter { return &limiter{} }
-func (*limiter) kinds() Limits                              { return Limits{} }
-func (*limiter) apply(types.UID, podLimits) error           { return errUnsupportedOS }
-func (*limiter) place(types.UID, int) error                 { return errUnsupportedOS }
-func (*limiter) remove(types.UID) error                     { return nil }
-func (*limiter) v1Pods() []types.UID                        { return nil }
-func (*limiter) killPod(types.UID)                          {}
-func (*limiter) removeEmpty()                               {}
-func removeV1Cgroups(string) error                          { return nil }
+func openLimiter(string, *cgroupTree, int64, bool) *limiter              { return &limiter{} }
+func (*limiter) kinds() Limits                                           { return Limits{} }
+func (*limiter) apply(types.UID, podLimits) error                        { return errUnsupportedOS }
+func (*limiter) place(types.UID, int) error                              { return errUnsupportedOS }
+func (*limiter) startBorn(_ types.UID, start func() error) (bool, error) { return false, start() }
+func (*limiter) remove(types.UID) error                                  { return nil }
+func (*limiter) v1Pods() []types.UID                                     { return nil }
+func (*limiter) killPod(types.UID)                                       {}
+func (*limiter) removeEmpty()                                            {}
+func removeV1Cgroups(string) error                                       { return nil }

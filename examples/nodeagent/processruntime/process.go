@@ -73,7 +73,11 @@ func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container, ins
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	}
-	cgroup, err := r.startContained(cmd, p.uid, spec.Name)
+	var cgroup string
+	placed, err := r.limits.startBorn(p.uid, func() (err error) {
+		cgroup, err = r.startContained(cmd, p.uid, spec.Name)
+		return err
+	})
 	// The container holds its ends now (or nothing does, and the shim
 	// ends at once).
 	cio.close()
@@ -84,10 +88,12 @@ func (r *Runtime) startProcess(p *podState, pod *v1.Pod, spec *v1.Container, ins
 		return nil, nil, fmt.Errorf("starting %q: %w", exe, err)
 	}
 	pid := cmd.Process.Pid
-	// Its limits, where they are cgroup v1's (just after it started: what
-	// it forks in that instant is not limited).
-	if err := r.limits.place(p.uid, pid); err != nil {
-		r.log.Error(err, "Cannot put a container process in its pod's cgroups; its pod's limits do not apply to it", "pod", p.uid, "pid", pid)
+	// Its limits, where they are cgroup v1's and it was not born in them
+	// (just after it started: what it did in that instant is not limited).
+	if !placed {
+		if err := r.limits.place(p.uid, pid); err != nil {
+			r.log.Error(err, "Cannot put a container process in its pod's cgroups; its pod's limits do not apply to it", "pod", p.uid, "pid", pid)
+		}
 	}
 	// The child is not reaped before reap runs, so its stat is readable
 	// even if it has already exited.
