@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"bufio"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -119,10 +120,17 @@ func testGracefulNodeShutdown(t *testing.T, h *harness) {
 	_, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	waitPods(t, admin, ns, "", "Running", allRunning(1))
-	_, err = clustertest.WaitFor(ctx, admin.CoreV1().Pods(ns), "patient", clustertest.Match("its trap set", func(p *v1.Pod) bool {
-		return p != nil && strings.Contains(podLog(t, h, ns, "patient"), "ready")
-	}), clusterTimeout)
+	// Its trap is set once it said so: its log is followed to that line
+	// (the pod object does not change when it does, so a wait on the pod
+	// would never see it).
+	logs, err := admin.CoreV1().Pods(ns).GetLogs("patient", &v1.PodLogOptions{Container: "main", Follow: true}).Stream(ctx)
 	require.NoError(t, err)
+	lines := bufio.NewScanner(logs)
+	for lines.Scan() && lines.Text() != "ready" {
+	}
+	require.NoError(t, lines.Err())
+	require.Equal(t, "ready", lines.Text(), "the pod said its trap is set")
+	require.NoError(t, logs.Close())
 
 	start := time.Now()
 	report, err := nodes[0].Shutdown(ctx, nodeshutdown.Budget{GracePeriod: 30 * time.Second, CriticalGracePeriod: 5 * time.Second})
