@@ -150,36 +150,45 @@
 // limits of 100 QPS, burst 200 (the mock's through a one-line patch of its
 // client set at build time: it has no flag, and client-go's 5 QPS would
 // make 5,000 status writes take over 15 minutes) and 32 pod sync workers;
-// the pods are created at 200 QPS. Measured on a shared 2-core machine
-// with a load average of 13 to 25 (other benchmarks ran beside it), one
-// run each:
+// the pods are created at 200 QPS. virtual-kubelet's pod controller queues
+// get a bucket of 1,000 QPS (burst 1,000) on both nodes
+// (PodControllerConfig's three rate limiters; the mock's through a patch of
+// their defaults at build time); PODKIT_VK_SCALE_QUEUE=default keeps
+// virtual-kubelet's default, client-go's controller rate limiter, which
+// lets 10 pods a second through after a burst of 100.
 //
-//	                     pods  all Running  p50     p99     deleted  API req/pod  memory
-//	podkit (8 workers)    500  40.2 s       12.2 s  35.8 s  64.2 s   2.01         heap +25 MiB, RSS +42 MiB
-//	mock (8 workers)      500  40.1 s       10.6 s  33.7 s  53.3 s   2.02         RSS 81 MiB (57 idle)
-//	podkit (32 workers)  5000  499 s        232 s   470 s   514 s    2.02         heap +206 MiB (41 after delete), RSS +296 MiB
-//
-// and, one run of both on a quiet machine (load average under 1.5):
+// With the default queues, one run of both on a quiet machine (load
+// average under 1.5):
 //
 //	                     pods  all Running  p50     p99     deleted  API req/pod  memory
 //	podkit (32 workers)  5000  491 s        230 s   463 s   513 s    2.01         heap +201 MiB (34 after delete), RSS +298 MiB
 //	mock (32 workers)    5000  490 s        230 s   462 s   512 s    2.01         RSS 235 MiB (65 idle)
 //
-// The two are the same to the second, on an idle machine: ten pods a
-// second after a burst of 100 (4,900 / 10 = 490 s) is the rate limiter
-// virtual-kubelet's PodControllerConfig.SyncPodsFromKubernetesRateLimiter
-// defaults to (client-go's default controller rate limiter), not the
-// provider's, the CPU's or the client's pace; a node that wants more sets
-// its own. Both make the least API requests a
-// virtual-kubelet node can: per pod, one status write (the states a pod
-// passes before it runs coalesce into one) and one event. What bounds the
-// rate is neither provider nor QPS (25 requests a second were used of 100)
-// but virtual-kubelet's pod sync workers, each waiting for one API call at
-// a time on a loaded API server: both providers start pods at the same
-// rate. The provider's part is kept small: the source's snapshots, which
-// hold every pod, are paced (at most a fifth of the source's time), as
-// unpaced they copied every pod for every CreatePod; simcloud keeps only
-// its newest calls (Options.MaxCalls).
+// The two are the same to the second: 4,900 pods at 10 a second is 490 s,
+// the queue's pace, not the provider's, the CPU's or the client's.
+//
+// With the 1,000 QPS queues, one run on a quiet machine (load average
+// under 3):
+//
+//	                     pods  all Running  p50     p99     deleted  API req/pod  memory
+//	podkit (32 workers)  5000  49.7 s       13.6 s  26.6 s  102 s    1.04         heap +198 MiB (40 after delete), RSS +286 MiB
+//	mock (32 workers)    5000  — (the program crashed after about 400 pods)
+//
+// Now the node's client sets the pace: 5,174 requests in 49.7 s is its
+// 100 QPS (one status write per pod: the states a pod passes before it
+// runs coalesce into one; events beyond the recorder's spam filter are
+// dropped, 167 sent), and deleting (a delete and a status write per pod)
+// takes 10,173 requests, 102 s. The mock provider cannot be run there:
+// its pods map has no lock, and with pods coming faster than 10 a second
+// its 32 workers hit "fatal error: concurrent map read and map write" in
+// MockProvider.GetPod (virtual-kubelet v1.14.1,
+// cmd/virtual-kubelet/internal/provider/mock/mock.go), which the default
+// queue's pace hides; the benchmark then fails at once with the program's
+// output (an agent that stops on its own ends the wait). The provider's
+// part is kept small: the source's snapshots, which hold every pod, are
+// paced (at most a fifth of the source's time), as unpaced they copied
+// every pod for every CreatePod; simcloud keeps only its newest calls
+// (Options.MaxCalls).
 //
 // # Concurrency
 //

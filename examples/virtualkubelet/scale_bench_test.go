@@ -43,6 +43,15 @@ const (
 	scaleWorkers = 32
 	// scaleCreators is how many goroutines share the creation client.
 	scaleCreators = 32
+	// scaleQueueQPS and scaleQueueBurst are the bucket of virtual-kubelet's
+	// pod controller queues on both nodes (PodControllerConfig's
+	// SyncPodsFromKubernetes, DeletePodsFromKubernetes and
+	// SyncPodStatusFromProvider rate limiters; the per-item retry backoff
+	// stays client-go's). Their default, client-go's controller rate
+	// limiter, lets 10 pods a second through after a burst of 100, which
+	// alone sets a 5,000-pod node's pace; PODKIT_VK_SCALE_QUEUE=default
+	// keeps that default instead.
+	scaleQueueQPS, scaleQueueBurst = 1000, 1000
 	// scalePatience bounds each wait of an iteration (all Running, all
 	// gone).
 	scalePatience = 20 * time.Minute
@@ -51,6 +60,10 @@ const (
 // envScalePods sets the benchmark's pod count (default 5,000): 500 finds
 // the costs in a minute.
 const envScalePods = "PODKIT_VK_SCALE_PODS"
+
+// envScaleQueue, set to "default", leaves virtual-kubelet's pod controller
+// queues at their default rate limiter on both nodes (scaleQueueQPS).
+const envScaleQueue = "PODKIT_VK_SCALE_QUEUE"
 
 const (
 	scalePodkitNode = "vk-scale-podkit"
@@ -96,13 +109,21 @@ func BenchmarkVirtualNode5000(b *testing.B) {
 		}
 		pods = n
 	}
-	mockBinary := buildMockWithLimits(b, scaleNodeQPS, scaleNodeBurst)
+	queue := queueLimits{qps: scaleQueueQPS, burst: scaleQueueBurst}
+	switch v := os.Getenv(envScaleQueue); v {
+	case "":
+	case "default":
+		queue = queueLimits{}
+	default:
+		b.Fatalf("%s=%q: want \"default\" or nothing", envScaleQueue, v)
+	}
+	mockBinary := buildMockWithLimits(b, scaleNodeQPS, scaleNodeBurst, queue)
 	podkitRequests, mockRequests := newRequestCounter(), newRequestCounter()
 	var mockPID atomic.Int64
 	var mockKubeconfig string
 	mockLog := &lockedBuffer{}
 	podkit := podkitNode(nodeOptions{
-		qps: scaleNodeQPS, burst: scaleNodeBurst, workers: scaleWorkers, wrap: podkitRequests.wrap,
+		qps: scaleNodeQPS, burst: scaleNodeBurst, workers: scaleWorkers, queue: queue, wrap: podkitRequests.wrap,
 		cloud: simcloud.Options{MaxCalls: 1024},
 	})
 	c := startCluster(b, func(env clustertest.NodeEnv) (clustertest.Agent, error) {
@@ -121,8 +142,8 @@ func BenchmarkVirtualNode5000(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("%d pods; creation client %d QPS (burst %d), %d goroutines; node client %d QPS (burst %d), %d pod sync workers; load average %s",
-		pods, scaleCreateQPS, scaleCreateBurst, scaleCreators, scaleNodeQPS, scaleNodeBurst, scaleWorkers, loadAverage())
+	b.Logf("%d pods; creation client %d QPS (burst %d), %d goroutines; node client %d QPS (burst %d), %d pod sync workers, pod controller queues %s; load average %s",
+		pods, scaleCreateQPS, scaleCreateBurst, scaleCreators, scaleNodeQPS, scaleNodeBurst, scaleWorkers, queue, loadAverage())
 
 	b.Run("podkit", func(b *testing.B) {
 		heapBefore, rssBefore := heapInUse(), rssOf(os.Getpid())
@@ -133,7 +154,7 @@ func BenchmarkVirtualNode5000(b *testing.B) {
 			}
 		}()
 		for range b.N {
-			r := runScale(b, c, creatorClient, scalePodkitNode, pods, podkitRequests, func() {
+			r := runScale(b, c, creatorClient, n, pods, podkitRequests, func() {
 				b.ReportMetric(mib(heapInUse()-heapBefore), "heap-MiB")
 				b.ReportMetric(mib(rssOf(os.Getpid())-rssBefore), "rss-MiB")
 			})
@@ -156,7 +177,7 @@ func BenchmarkVirtualNode5000(b *testing.B) {
 		pid := int(mockPID.Load())
 		b.ReportMetric(mib(rssOf(pid)), "rss-idle-MiB")
 		for range b.N {
-			r := runScale(b, c, creatorClient, scaleMockNode, pods, mockRequests, func() {
+			r := runScale(b, c, creatorClient, n, pods, mockRequests, func() {
 				b.ReportMetric(mib(rssOf(pid)), "rss-MiB")
 			})
 			r.report(b)
@@ -185,14 +206,18 @@ func (r scaleResult) report(b *testing.B) {
 	b.Logf("load average %s", loadAverage())
 }
 
-// runScale runs one iteration on node: creates pods, waits until all are
-// Running, calls running, deletes them and waits until all are gone.
-func runScale(b *testing.B, c *vkCluster, client kubernetes.Interface, node string, pods int, requests *requestCounter, running func()) scaleResult {
+// runScale runs one iteration on the node n: creates pods, waits until all
+// are Running, calls running, deletes them and waits until all are gone.
+// An agent that stops on its own fails the iteration at once, with its
+// error (the mock's output), instead of at the end of scalePatience.
+func runScale(b *testing.B, c *vkCluster, client kubernetes.Interface, n *clustertest.Node, pods int, requests *requestCounter, running func()) scaleResult {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*scalePatience)
 	defer cancel()
+	node := n.Name()
 	w := watchNode(ctx, b, c.Admin(), node)
 	defer w.stop()
+	w.agentErr = n.AgentErr
 
 	names := make([]string, pods)
 	for i := range names {
@@ -274,11 +299,14 @@ func scalePod(name, node string) *v1.Pod {
 // nodeWatch follows node's pods: when each was first seen Running, and
 // how many are gone.
 type nodeWatch struct {
-	stop    func()
-	mu      sync.Mutex
-	running map[string]time.Time
-	gone    int
-	changed chan struct{}
+	stop func()
+	// agentErr, when set, is the node agent's error once it stopped on
+	// its own (clustertest.Node.AgentErr); a wait checks it every second.
+	agentErr func() error
+	mu       sync.Mutex
+	running  map[string]time.Time
+	gone     int
+	changed  chan struct{}
 }
 
 func watchNode(ctx context.Context, b *testing.B, client kubernetes.Interface, node string) *nodeWatch {
@@ -331,6 +359,8 @@ func (w *nodeWatch) wait(b *testing.B, what string, patience time.Duration, done
 	b.Helper()
 	timeout := time.NewTimer(patience)
 	defer timeout.Stop()
+	check := time.NewTicker(time.Second)
+	defer check.Stop()
 	for {
 		w.mu.Lock()
 		n, ok := done()
@@ -340,6 +370,13 @@ func (w *nodeWatch) wait(b *testing.B, what string, patience time.Duration, done
 		}
 		select {
 		case <-w.changed:
+		case <-check.C:
+			if w.agentErr == nil {
+				continue
+			}
+			if err := w.agentErr(); err != nil {
+				b.Fatalf("waiting for the pods to be %s (%d are): %v", what, n, err)
+			}
 		case <-timeout.C:
 			b.Fatalf("after %v, %d pods %s", patience, n, what)
 		}

@@ -17,15 +17,65 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // The scale benchmark's harness: virtual-kubelet's program with explicit
 // client limits, a counting proxy for it, request kinds, and the memory
 // figures.
 
+// queueLimits is the token bucket of virtual-kubelet's pod controller
+// queues (the scale benchmark's scaleQueueQPS); the zero value means
+// virtual-kubelet's default, client-go's controller rate limiter.
+type queueLimits struct{ qps, burst int }
+
+// limiter is q's rate limiter for one queue: client-go's controller rate
+// limiter (per-item exponential retry backoff, 5 ms to 1000 s) with q's
+// bucket in place of its 10 QPS, burst 100.
+func (q queueLimits) limiter() workqueue.TypedRateLimiter[any] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, 1000*time.Second),
+		&workqueue.TypedBucketRateLimiter[any]{Limiter: rate.NewLimiter(rate.Limit(q.qps), q.burst)},
+	)
+}
+
+func (q queueLimits) String() string {
+	if q.qps == 0 {
+		return "at virtual-kubelet's default (10 QPS, burst 100)"
+	}
+	return fmt.Sprintf("at %d QPS (burst %d)", q.qps, q.burst)
+}
+
+// mockQueueLimiter is the file the program's build adds to virtual-kubelet's
+// package node to give its pod controller queues q's limiter (limiter,
+// written again in the copy's package).
+func mockQueueLimiter(q queueLimits) string {
+	return fmt.Sprintf(`package node
+
+import (
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Added by podkit's scale benchmark: the pod controller queues' default.
+func podkitBenchRateLimiter() workqueue.TypedRateLimiter[any] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, 1000*time.Second),
+		&workqueue.TypedBucketRateLimiter[any]{Limiter: rate.NewLimiter(rate.Limit(%d), %d)},
+	)
+}
+`, q.qps, q.burst)
+}
+
 // buildMockWithLimits builds virtual-kubelet's program as buildMock does,
-// with its client's QPS and burst set to qps and burst. The program has no
+// with its client's QPS and burst set to qps and burst, and, unless queue
+// is zero, its pod controller queues' default rate limiter replaced by
+// queue's (three defaults in node/podcontroller.go, and a file added
+// beside it). The program has no
 // flag for them (its client set, nodeutil.ClientsetFromEnv, takes
 // client-go's defaults of 5 and 10), so it is built from a copy of
 // virtual-kubelet's module (the version this module requires, copied from
@@ -34,7 +84,7 @@ import (
 // this module's go.mod, with a replace for that copy (go build -modfile),
 // gives every other dependency. It skips where buildMock would, and fails
 // when the file no longer has the line the patch goes before.
-func buildMockWithLimits(tb testing.TB, qps, burst int) string {
+func buildMockWithLimits(tb testing.TB, qps, burst int, queue queueLimits) string {
 	tb.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -68,6 +118,24 @@ func buildMockWithLimits(tb testing.TB, qps, burst int) string {
 		fmt.Sprintf("\tconfig.QPS, config.Burst = %d, %d // podkit's scale benchmark\n", qps, burst)+anchor, 1)
 	if err := os.WriteFile(file, []byte(patched), 0o600); err != nil {
 		tb.Fatal(err)
+	}
+	if queue.qps > 0 {
+		file := filepath.Join(copyDir, "node", "podcontroller.go")
+		src, err := os.ReadFile(file)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		const def = "workqueue.DefaultTypedControllerRateLimiter[any]()"
+		if n := strings.Count(string(src), def); n != 3 {
+			tb.Fatalf("virtualkubelet: %s has %d %q, not the three queue defaults the patch replaces", file, n, def)
+		}
+		patched := strings.ReplaceAll(string(src), def, "podkitBenchRateLimiter()")
+		if err := os.WriteFile(file, []byte(patched), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(copyDir, "node", "zz_podkit_bench_limiter.go"), []byte(mockQueueLimiter(queue)), 0o600); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	modPath := strings.TrimSpace(string(gomod))
 	mod, err := os.ReadFile(modPath)

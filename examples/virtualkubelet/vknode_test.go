@@ -172,6 +172,9 @@ type nodeOptions struct {
 	wrap func(http.RoundTripper) http.RoundTripper
 	// workers is virtual-kubelet's pod sync workers; 8 when 0.
 	workers int
+	// queue is the bucket of virtual-kubelet's pod controller queues; its
+	// zero value leaves virtual-kubelet's default.
+	queue queueLimits
 	// cloud configures the node's simcloud.
 	cloud simcloud.Options
 }
@@ -247,6 +250,14 @@ func newVirtualNode(env clustertest.NodeEnv, o nodeOptions, newProvider func(nod
 			MinVersion:   tls.VersionTLS12,
 		}
 		nc.NumWorkers = cmp.Or(o.workers, 8)
+		if o.queue.qps > 0 {
+			nc.PodControllerConfigOpts = append(nc.PodControllerConfigOpts, func(pc *node.PodControllerConfig) error {
+				pc.SyncPodsFromKubernetesRateLimiter = o.queue.limiter()
+				pc.DeletePodsFromKubernetesRateLimiter = o.queue.limiter()
+				pc.SyncPodStatusFromProviderRateLimiter = o.queue.limiter()
+				return nil
+			})
+		}
 		nc.InformerResyncPeriod = time.Minute
 		// The Node authorizer's NodeRestriction refuses the kubernetes.io/
 		// labels virtual-kubelet sets by default (kubernetes.io/role).
