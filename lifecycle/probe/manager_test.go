@@ -111,17 +111,25 @@ func TestRestartGracePeriodRule(t *testing.T) {
 	}
 }
 
+// gatedPod is a pod whose container has a startup probe of the given
+// period (its exec command "startup") and readiness and liveness probes of
+// period others ("ready", "live"), each with a success threshold of 1 and
+// a failure threshold of 3.
+func gatedPod(startup, others int32) *v1.Pod {
+	return podWith(func(c *v1.Container) {
+		c.StartupProbe = execProbe(startup, 1, 3)
+		c.StartupProbe.Exec.Command = []string{"startup"}
+		c.ReadinessProbe = execProbe(others, 1, 3)
+		c.ReadinessProbe.Exec.Command = []string{"ready"}
+		c.LivenessProbe = execProbe(others, 1, 3)
+		c.LivenessProbe.Exec.Command = []string{"live"}
+	})
+}
+
 func TestStartupGatesTheOtherProbes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, Options{})
-		pod := podWith(func(c *v1.Container) {
-			c.StartupProbe = execProbe(10, 1, 3)
-			c.StartupProbe.Exec.Command = []string{"startup"}
-			c.ReadinessProbe = execProbe(10, 1, 3)
-			c.ReadinessProbe.Exec.Command = []string{"ready"}
-			c.LivenessProbe = execProbe(10, 1, 3)
-			c.LivenessProbe.Exec.Command = []string{"live"}
-		})
+		pod := gatedPod(10, 10)
 		up := false
 		e.exec.set(func(_ context.Context, cmd []string) ([]byte, int, error) {
 			if cmd[0] == "startup" && !up {
@@ -160,14 +168,7 @@ func TestStartupGatesTheOtherProbes(t *testing.T) {
 func TestLivenessAndReadinessWaitForAStatusThatSaysStarted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, Options{})
-		pod := podWith(func(c *v1.Container) {
-			c.StartupProbe = execProbe(10, 1, 3)
-			c.StartupProbe.Exec.Command = []string{"startup"}
-			c.ReadinessProbe = execProbe(3, 1, 3)
-			c.ReadinessProbe.Exec.Command = []string{"ready"}
-			c.LivenessProbe = execProbe(3, 1, 3)
-			c.LivenessProbe.Exec.Command = []string{"live"}
-		})
+		pod := gatedPod(10, 3)
 		e.sync(pod, ids, t0)
 		for range 10 {
 			e.step(time.Second)
