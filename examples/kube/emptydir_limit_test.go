@@ -70,8 +70,8 @@ func testEmptyDirSizeLimit(t *testing.T, h *harness) {
 	require.NoError(t, err, "the pod over its limit fails: %+v", evicted.Status)
 	assert.Equal(t, "Evicted", evicted.Status.Reason)
 	assert.Equal(t, msg, evicted.Status.Message)
-	assert.True(t, hasEvent(ctx, t, h, ns, over.Name, "SizeLimitExceeded", msg))
-	assert.True(t, hasEvent(ctx, t, h, ns, over.Name, "Evicted", msg))
+	assert.True(t, eventComes(ctx, t, h, ns, over.Name, "SizeLimitExceeded", msg))
+	assert.True(t, eventComes(ctx, t, h, ns, over.Name, "Evicted", msg))
 
 	// The pod under its limit has been measured as often (every
 	// fastVolumeRefresh) and runs on.

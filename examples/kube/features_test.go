@@ -190,8 +190,23 @@ func testFeatureManifests(t *testing.T, h *harness) {
 		return err == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1, nil
 	})
 	require.NoError(t, err, "the liveness pod's container is restarted")
-	assert.True(t, hasEvent(ctx, t, h, ns, livenessPod.Name, "Unhealthy", "Liveness probe failed"))
-	assert.True(t, hasEvent(ctx, t, h, ns, livenessPod.Name, "Killing", "Container liveness failed liveness probe, will be restarted"))
+	assert.True(t, eventComes(ctx, t, h, ns, livenessPod.Name, "Unhealthy", "Liveness probe failed"))
+	assert.True(t, eventComes(ctx, t, h, ns, livenessPod.Name, "Killing", "Container liveness failed liveness probe, will be restarted"))
+}
+
+// eventPatience bounds how long a test waits for an event after the
+// status it waited for: events go out on a recorder and client of their
+// own, after the status write on a loaded machine.
+const eventPatience = 30 * time.Second
+
+// eventComes reports whether an event of pod in ns has reason and a
+// message holding msg, or has one within eventPatience.
+func eventComes(ctx context.Context, t *testing.T, h *harness, ns, pod, reason, msg string) bool {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, eventPatience, true, func(ctx context.Context) (bool, error) {
+		return hasEvent(ctx, t, h, ns, pod, reason, msg), nil
+	})
+	return err == nil
 }
 
 // hasEvent reports whether the pod has an event with reason whose message

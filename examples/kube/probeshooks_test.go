@@ -116,7 +116,7 @@ func testProbesAndHooks(t *testing.T, h *harness) {
 		{"Killing", "Container tcp failed liveness probe, will be restarted"},
 		{"Unhealthy", "Startup probe failed"},
 	} {
-		assert.True(t, hasEvent(ctx, t, h, ns, created.Name, e.reason, e.msg), "event %s %q", e.reason, e.msg)
+		assert.True(t, eventComes(ctx, t, h, ns, created.Name, e.reason, e.msg), "event %s %q", e.reason, e.msg)
 	}
 
 	// postStart ran in its container.
