@@ -33,9 +33,9 @@ type streamingAgent struct {
 
 func (a *streamingAgent) Run(ctx context.Context) error {
 	nodes := a.env.Client.CoreV1().Nodes()
-	node, err := nodes.Create(ctx, a.env.Node, metav1.CreateOptions{})
+	_, err := nodes.Create(ctx, a.env.Node, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		node, err = nodes.Get(ctx, a.env.Name, metav1.GetOptions{})
+		_, err = nodes.Get(ctx, a.env.Name, metav1.GetOptions{})
 	}
 	if err != nil {
 		return fmt.Errorf("registering node %s: %w", a.env.Name, err)
@@ -62,12 +62,9 @@ func (a *streamingAgent) Run(ctx context.Context) error {
 		return err
 	}
 	if a.websockets {
-		node, err = nodes.Get(ctx, a.env.Name, metav1.GetOptions{})
-		if err == nil {
-			node.Status.DeclaredFeatures = []string{websocketFeature}
-			_, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{})
-		}
-		if err != nil {
+		// A patch, not a read and an update: the harness's heartbeat
+		// writes the Node's status too, and an update would conflict.
+		if err := nodestatus.DeclareFeatures(ctx, a.env.Client.CoreV1(), a.env.Name, []string{websocketFeature}); err != nil {
 			l.Close()
 			return fmt.Errorf("declaring %s: %w", websocketFeature, err)
 		}
