@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"syscall"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -62,7 +63,9 @@ func (r *Runtime) start(ctx context.Context, p *podState, pod *v1.Pod, c *contai
 	var cmd *exec.Cmd
 	var err error
 	if p.sb != nil && spec != nil {
+		t0 := time.Now()
 		pr, err = r.startSandboxed(p, pod, spec, instance)
+		traceStage("container", t0)
 	} else {
 		pr, cmd, err = r.startProcess(p, pod, spec, instance)
 	}

@@ -133,7 +133,9 @@ func (r *Runtime) ensureSandbox(ctx context.Context, p *podState, pod *v1.Pod) e
 	if sb != nil && !sb.ended() {
 		return nil
 	}
+	t0 := time.Now()
 	nsb, err := r.startSandbox(ctx, p, pod)
+	traceStage("podsandbox", t0)
 	if err != nil {
 		r.emitWarning(p, "", reasonMessage{ReasonFailedCreatePodSandBox, "Failed to create pod sandbox: " + err.Error()})
 		return fmt.Errorf("processruntime: pod %s: creating its sandbox: %w", podName(pod), err)
@@ -189,7 +191,10 @@ func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod) (*
 	var netns *os.File
 	var ips []netip.Addr
 	if !pod.Spec.HostNetwork {
-		if netns, ips, err = r.attachNetwork(ctx, p.uid); err != nil {
+		t0 := time.Now()
+		netns, ips, err = r.attachNetwork(ctx, p.uid)
+		traceStage("network", t0)
+		if err != nil {
 			return nil, fmt.Errorf("attaching the pod to the network: %w", err)
 		}
 		if netns != nil {
@@ -206,6 +211,7 @@ func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod) (*
 	}
 	cfg.Binds = append(cfg.Binds, names...)
 	socket := filepath.Join(dir, "init.sock")
+	t0 := time.Now()
 	pid, err := sandbox.Start(ctx, cfg, sandbox.Launch{
 		NetNS:  netns,
 		Socket: socket,
@@ -222,6 +228,7 @@ func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod) (*
 		// (ScanProcesses), as none of its containers'.
 		Env: []string{EnvPodUID + "=" + string(p.uid), EnvPodName + "=" + p.name, EnvPodNamespace + "=" + p.namespace, EnvRuntimeID + "=" + r.id},
 	})
+	traceStage("sandbox", t0)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -95,7 +96,9 @@ func (r *Runtime) startSandboxed(p *podState, pod *v1.Pod, spec *v1.Container, i
 	var shim *logShim
 	stdio := sandbox.Stdio{TTY: mode.TTY}
 	if !mode.TTY {
+		t0 := time.Now()
 		cio, sh, err := r.startLogShim(logDir, instance, mode, nil)
+		traceStage("logshim", t0)
 		if err != nil {
 			return nil, err
 		}
@@ -108,7 +111,9 @@ func (r *Runtime) startSandboxed(p *podState, pod *v1.Pod, spec *v1.Container, i
 	// returns, and SyncTerminatingPod stops the container as it stops any.
 	cctx, cancel := context.WithTimeout(r.closingCtx, sandboxWait)
 	defer cancel()
+	t0 := time.Now()
 	sp, err := sb.conn.Create(cctx, name, ps, stdio)
+	traceStage("create", t0)
 	if err != nil {
 		if cctx.Err() != nil {
 			r.abandon(sb, name)
@@ -138,7 +143,10 @@ func (r *Runtime) startSandboxed(p *podState, pod *v1.Pod, spec *v1.Container, i
 		r.abandon(sb, name)
 		return nil, fmt.Errorf("reading the process's start time: %w", err)
 	}
-	if err := sb.conn.Start(cctx, name); err != nil {
+	t0 = time.Now()
+	err = sb.conn.Start(cctx, name)
+	traceStage("start", t0)
+	if err != nil {
 		if cctx.Err() != nil {
 			r.abandon(sb, name)
 		}

@@ -1,0 +1,7 @@
+package processruntime
+
+import "time"
+
+// SetStageTrace sets the package's stage trace (see stageTrace); nil
+// turns it off. Call it while no runtime runs.
+func SetStageTrace(f func(stage string, took time.Duration)) { stageTrace = f }

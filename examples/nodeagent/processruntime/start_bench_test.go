@@ -1,0 +1,138 @@
+package processruntime_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/podkit/podkit/examples/internal/podrangetest"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
+	"github.com/podkit/podkit/podworker"
+)
+
+// stageTimes gathers the stage trace of the runtime's sandboxed starts.
+type stageTimes struct {
+	mu    sync.Mutex
+	times map[string][]time.Duration
+}
+
+func (s *stageTimes) record(stage string, took time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.times[stage] = append(s.times[stage], took)
+}
+
+// cpuTime is the CPU time of this process and of its reaped children.
+func cpuTime() time.Duration {
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
+}
+
+// BenchmarkSandboxedPodStart measures the first SyncPod of a sandboxed
+// pod on the pod network (one container, sleep, as the kube startup
+// benchmark's pods), one pod at a time: the wall time of the SyncPod
+// (ns/op), the CPU time of a pod's start and stop (cpu-ms/pod: this
+// process and every process of the pod, its log shim included, once all
+// are reaped), and the mean of each step the runtime traces (<stage>-ms).
+// It needs root and user namespaces (skipped without):
+//
+//	go test -run '^$' -bench SandboxedPodStart -benchtime 20x ./
+func BenchmarkSandboxedPodStart(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("the sandbox needs root")
+	}
+	times := &stageTimes{times: map[string][]time.Duration{}}
+	processruntime.SetStageTrace(times.record)
+	defer processruntime.SetStageTrace(nil)
+	dir, err := os.MkdirTemp("/var/tmp", "podkit-sandbox-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	cidr := podrangetest.Range(b)
+	bridge := podrangetest.Bridge(b, "pkb")
+	rt, err := processruntime.Open(processruntime.Options{StateDir: filepath.Join(dir, "state"), PodCIDR: cidr, BridgeName: bridge})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		rt.Close()
+		_ = rt.TeardownNetwork(context.Background())
+		if base := rt.Containment().Cgroup; base != "" {
+			_ = os.WriteFile(filepath.Join(base, "cgroup.kill"), []byte("1"), 0)
+			_ = os.Remove(base)
+		}
+	}()
+	if c := rt.Containment(); !c.Sandbox {
+		b.Skipf("no sandbox on this machine: %s", c.SandboxFallback)
+	}
+	ctx := context.Background()
+	// One pod first, untimed: the first start pays what later ones do not
+	// (the bridge, the page cache).
+	warm := newPod(v1.RestartPolicyAlways, "main", "exec sleep 3600")
+	if _, err := rt.SyncPod(ctx, podworker.SyncPodSync, warm, nil, processruntime.PodStatus{}); err != nil {
+		b.Fatal(err)
+	}
+	stop := func(pod *v1.Pod) {
+		if err := rt.SyncTerminatingPod(ctx, pod, processruntime.PodStatus{}, 0, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := rt.SyncTerminatedPod(ctx, pod, processruntime.PodStatus{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	stop(warm)
+	times.mu.Lock()
+	clear(times.times)
+	times.mu.Unlock()
+
+	var cpu time.Duration
+	var walls []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		pod := newPod(v1.RestartPolicyAlways, "main", "exec sleep 3600")
+		c0 := cpuTime()
+		t0 := time.Now()
+		if _, err := rt.SyncPod(ctx, podworker.SyncPodSync, pod, nil, processruntime.PodStatus{}); err != nil {
+			b.Fatal(err)
+		}
+		walls = append(walls, time.Since(t0))
+		b.StopTimer()
+		if st, _ := rt.PodStatus(ctx, pod.UID, time.Time{}); !st.Running() {
+			b.Fatalf("pod %s does not run after its first SyncPod", pod.Name)
+		}
+		stop(pod)
+		cpu += cpuTime() - c0
+		b.StartTimer()
+	}
+	b.StopTimer()
+	slices.Sort(walls)
+	b.ReportMetric(float64(walls[len(walls)/2])/1e6, "p50-ms")
+	b.ReportMetric(float64(walls[len(walls)-1])/1e6, "max-ms")
+	b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/pod")
+	times.mu.Lock()
+	defer times.mu.Unlock()
+	names := make([]string, 0, len(times.times))
+	for name := range times.times {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		var sum time.Duration
+		for _, d := range times.times[name] {
+			sum += d
+		}
+		b.ReportMetric(float64(sum)/1e6/float64(len(times.times[name])), name+"-ms")
+	}
+}
