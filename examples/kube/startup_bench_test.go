@@ -3,6 +3,7 @@ package kube_test
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -48,6 +49,16 @@ const (
 	benchCreateBurst = 2000
 )
 
+// startupStagesFlag, -startup.stages, makes BenchmarkPodStartup's agents run
+// their pods' sandbox stages and log shims from processruntime's
+// cmd/podkit-stages (agent.Config.StageExecutable, the podkit-agent's
+// --stage-executable), built for it, rather than from their own
+// executables.
+var startupStagesFlag = flag.Bool("startup.stages", false, "BenchmarkPodStartup: the agents run the sandbox stages from cmd/podkit-stages")
+
+// stagesPackage is the program -startup.stages builds.
+const stagesPackage = "github.com/podkit/podkit/examples/nodeagent/processruntime/cmd/podkit-stages"
+
 // BenchmarkPodStartup creates benchPods pods (no node named: the scheduler
 // places them) on a cluster of benchNodes podkit nodes, all at once and
 // then 20 per second, at the control plane's default settings, and
@@ -77,6 +88,7 @@ const (
 // after. Several iterations (-benchtime 3x) give the spread:
 //
 //	go test -run '^$' -bench PodStartup -benchtime 3x ./
+//	go test -run '^$' -bench PodStartup -benchtime 3x ./ -args -startup.stages
 func BenchmarkPodStartup(b *testing.B) {
 	dir := b.TempDir()
 	logs, err := os.Create(filepath.Join(dir, "cluster.log"))
@@ -86,10 +98,16 @@ func BenchmarkPodStartup(b *testing.B) {
 	defer logs.Close()
 	ctx := context.Background()
 	trace := newStartupTrace()
+	var stages string
+	var agentFlags []string
+	if *startupStagesFlag {
+		stages = buildOnce(b, stagesPackage)
+		agentFlags = append(agentFlags, "--stage-executable", stages)
+	}
 	c, err := clustertest.Start(ctx, clustertest.Options{
 		Nodes:           clustertest.Nodes(benchNodes - 1),
 		ControlPlaneLog: logs,
-		NewAgent:        tracedAgent(trace),
+		NewAgent:        tracedAgent(trace, stages),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -99,7 +117,7 @@ func BenchmarkPodStartup(b *testing.B) {
 			b.Error(err)
 		}
 	}()
-	agentPID, stopAgent := startAgentProcess(b, c, fmt.Sprintf("node-%d", benchNodes-1), dir)
+	agentPID, stopAgent := startAgentProcess(b, c, fmt.Sprintf("node-%d", benchNodes-1), dir, agentFlags...)
 	defer stopAgent()
 
 	admin := c.Admin()
@@ -142,8 +160,10 @@ func BenchmarkPodStartup(b *testing.B) {
 }
 
 // tracedAgent is a clustertest NewAgent: the default agent, with a client
-// at the kubelet's default rate limits and its stages reported to trace.
-func tracedAgent(trace *startupTrace) func(clustertest.NodeEnv) (clustertest.Agent, error) {
+// at the kubelet's default rate limits, its stages reported to trace, and
+// its pods' sandbox stages run from stages (agent.Config.StageExecutable;
+// "" for its own executable).
+func tracedAgent(trace *startupTrace, stages string) func(clustertest.NodeEnv) (clustertest.Agent, error) {
 	return func(env clustertest.NodeEnv) (clustertest.Agent, error) {
 		cfg := rest.CopyConfig(env.Config)
 		cfg.QPS, cfg.Burst = agent.DefaultClientQPS, agent.DefaultClientBurst
@@ -158,6 +178,7 @@ func tracedAgent(trace *startupTrace) func(clustertest.NodeEnv) (clustertest.Age
 		ac := clustertest.DefaultAgentConfig(env)
 		ac.Client, ac.EventClient = client, events
 		ac.Trace = trace.record
+		ac.StageExecutable = stages
 		return agent.New(ac)
 	}
 }

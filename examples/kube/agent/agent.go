@@ -84,6 +84,11 @@ type Config struct {
 	// runs in a sandbox of its own. Defaults to processruntime.SandboxAuto
 	// (where the machine allows it).
 	Sandbox processruntime.SandboxMode
+	// StageExecutable is the process runtime's Options.StageExecutable:
+	// the program (processruntime's cmd/podkit-stages) each pod's sandbox
+	// stages and log shims run, a fraction of the agent's start-up CPU
+	// each. Defaults to "": the agent's own executable, run again.
+	StageExecutable string
 	// AllowHostAccess is the process runtime's Options.AllowHostAccess:
 	// whether pods may ask for privileged containers, host namespaces and
 	// hostPath volumes. Defaults to false: such pods are rejected
@@ -200,6 +205,7 @@ func (a *Agent) build() error {
 		StateDir:        cfg.StateDir,
 		BackOff:         cfg.RestartBackOff,
 		Sandbox:         cfg.Sandbox,
+		StageExecutable: cfg.StageExecutable,
 		AllowHostAccess: cfg.AllowHostAccess,
 		Masks:           cfg.Masks,
 		PodCIDR:         cfg.PodCIDR,

@@ -21,7 +21,8 @@ import (
 // not a process of the pod (it does not carry the PODKIT_* variables), and
 // it outlives the agent as the container does.
 
-// shimExecutable is what a shim runs: the running program itself.
+// shimExecutable is what a shim runs by default: the running program
+// itself (Options.StageExecutable replaces it).
 const shimExecutable = "/proc/self/exe"
 
 // logShim is the log shim of one container instance.
@@ -108,8 +109,12 @@ func (r *Runtime) startLogShim(dir string, instance int, mode logshim.Mode, term
 			extra[4] = shimEnds[2]
 		}
 	}
+	exe := shimExecutable
+	if r.stageExe != "" {
+		exe = r.stageExe
+	}
 	cmd := &exec.Cmd{
-		Path: shimExecutable,
+		Path: exe,
 		Args: append([]string{"podkit-log-shim"}, logshim.Args(dir, instance, r.logMaxSize, r.logMaxFiles, mode)...),
 		// GORACE matters only when the program was built with -race (a
 		// test binary): the race runtime would sleep a second at exit.

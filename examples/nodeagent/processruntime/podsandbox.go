@@ -108,7 +108,7 @@ func (r *Runtime) openSandboxes(stateDir string, opts Options) error {
 	if opts.Sandbox != SandboxAuto && opts.Sandbox != SandboxRequired {
 		return fmt.Errorf("processruntime: unknown Options.Sandbox %v", opts.Sandbox)
 	}
-	if err := sandbox.Available(); err != nil {
+	if err := sandbox.Available(opts.StageExecutable); err != nil {
 		if opts.Sandbox == SandboxRequired {
 			return fmt.Errorf("processruntime: no sandbox for the pods: %w", err)
 		}
@@ -213,9 +213,10 @@ func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod) (*
 	socket := filepath.Join(dir, "init.sock")
 	t0 := time.Now()
 	pid, err := sandbox.Start(ctx, cfg, sandbox.Launch{
-		NetNS:  netns,
-		Socket: socket,
-		Log:    log,
+		NetNS:      netns,
+		Executable: r.stageExe,
+		Socket:     socket,
+		Log:        log,
 		Run: func(cmd *exec.Cmd) error {
 			if r.cgroups == nil {
 				return cmd.Start()

@@ -111,6 +111,14 @@ type Options struct {
 	// Sandbox in the package doc). Defaults to SandboxAuto: where the
 	// machine allows it.
 	Sandbox SandboxMode
+	// StageExecutable is the absolute path of the program each sandbox
+	// stage and log shim runs: cmd/podkit-stages, built from the same
+	// source as the agent, root's and executable by others. Defaults to
+	// "": the agent's own executable, run again. The stages are the same
+	// either way; a small program's start costs a fraction of the CPU of a
+	// large agent's (see Cost of a start in the package doc), and a pod's
+	// start runs four (its setup, init, container stage and log shim).
+	StageExecutable string
 	// AllowHostAccess lets pods ask for what reaches the host: privileged
 	// containers, hostNetwork, hostPID, hostIPC, hostUsers: true and
 	// hostPath volumes. Defaults to false: Runtime.ValidatePod refuses
@@ -227,6 +235,8 @@ type Runtime struct {
 	noCgroupReason string
 	logMaxSize     int64
 	logMaxFiles    int
+	// stageExe is Options.StageExecutable: "" for the agent's own.
+	stageExe string
 	// sandboxes hands out the pods' ID ranges; nil when pods run without
 	// a sandbox, for noSandboxReason.
 	sandboxes       *idRanges
@@ -453,6 +463,14 @@ func Open(opts Options) (*Runtime, error) {
 	}
 	if r.logMaxFiles < 2 {
 		return nil, fmt.Errorf("processruntime: ContainerLogMaxFiles %d is below the minimum of 2", r.logMaxFiles)
+	}
+	if r.stageExe = opts.StageExecutable; r.stageExe != "" {
+		if !filepath.IsAbs(r.stageExe) {
+			return nil, fmt.Errorf("processruntime: StageExecutable %q is not an absolute path", r.stageExe)
+		}
+		if fi, err := os.Stat(r.stageExe); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("processruntime: StageExecutable %q is not an executable file (%v)", r.stageExe, err)
+		}
 	}
 	abs, err := filepath.Abs(opts.StateDir)
 	if err != nil {

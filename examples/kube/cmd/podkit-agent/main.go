@@ -114,6 +114,7 @@ func run() error {
 		allowHost    = flag.Bool("allow-host-access", false, "let pods ask for what reaches the host: privileged containers, hostNetwork, hostPID, hostIPC, hostUsers and hostPath volumes (off: such pods are rejected, HostAccessNotAllowed)")
 		imageConfig  = flag.String("image-config", "", "YAML or JSON `file` of image configurations (entrypoint, cmd, workingDir, env, user) for containers without a command of their own, over the built-in ones (busybox, alpine, debian, ...); see processruntime.LoadImageTable")
 		sandboxFlag  = flag.String("sandbox", "auto", "run each pod in a sandbox of its own (user, mount, PID, IPC, UTS and network namespaces): auto (where the machine allows it: root, user namespaces, Linux 5.12+), on (refuse to start without), off")
+		stages       = flag.String("stage-executable", "", "absolute path of processruntime's cmd/podkit-stages, built from the same source as the agent: each pod's sandbox stages and log shims run it rather than the agent's own executable, at a fraction of the CPU per pod start (empty: the agent's own)")
 		podCIDR      = flag.String("pod-cidr", "", "the node's IPv4 pod range, such as 10.88.0.0/24: each sandboxed pod gets an address of it on the node's bridge (empty: the Node's spec.podCIDR, from the controller manager's node IPAM; none: no pod network, a loopback only)")
 		podCIDRWait  = flag.Duration("pod-cidr-wait", agent.DefaultPodCIDRWait, "with --pod-cidr empty, how long to wait for the Node's spec.podCIDR after registering")
 		bridge       = flag.String("bridge-name", "", "the node's bridge (default: pkbr and the range's address in hex)")
@@ -213,6 +214,7 @@ func run() error {
 		Masks:                masks,
 		ImageConfigs:         images,
 		Sandbox:              net.sandbox,
+		StageExecutable:      *stages,
 		PodCIDR:              net.podCIDR,
 		PodCIDRFromNode:      net.fromNode,
 		PodCIDRWait:          *podCIDRWait,

@@ -16,8 +16,9 @@ import (
 // pod's user namespace) in the host's mount namespace, with user
 // namespaces enabled, overlayfs, a kernel of at least 5.12 (pidfd_open,
 // openat2, mount_setattr), and an executable others may run (the stages
-// run it as the pods' IDs). It starts nothing.
-func Available() error {
+// run it as the pods' IDs): executable, as Launch.Executable, or the
+// running program when it is "". It starts nothing.
+func Available(executable string) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the agent does not run as root, so it cannot map a range of host IDs onto a pod's user namespace")
 	}
@@ -39,6 +40,18 @@ func Available() error {
 	}
 	if err == nil {
 		unix.Close(fd)
+	}
+	if executable != "" {
+		fi, err := os.Stat(executable)
+		switch {
+		case err != nil:
+			return fmt.Errorf("the sandbox stages' executable: %w", err)
+		case !fi.Mode().IsRegular():
+			return fmt.Errorf("the sandbox stages' executable %s is not a regular file", executable)
+		case fi.Mode()&0o001 == 0:
+			return fmt.Errorf("the sandbox stages' executable %s may not be executed by others, as the pods' sandbox stages must", executable)
+		}
+		return nil
 	}
 	fi, err := os.Stat(selfExe)
 	if err != nil {

@@ -25,6 +25,8 @@ type Launch struct {
 	Placed func(pid int) error
 	NetNS  *os.File
 	Env    []string
+	// Executable: see the Linux Launch.
+	Executable string
 }
 
 // Start fails: only Linux has sandboxes.
@@ -48,7 +50,7 @@ func (c *Conn) Create(context.Context, string, *ProcessSpec, Stdio) (Process, er
 }
 
 // Available fails: only Linux has sandboxes.
-func Available() error { return errNotLinux }
+func Available(string) error { return errNotLinux }
 
 // SeccompSupported is false off Linux.
 func SeccompSupported() bool { return false }
