@@ -30,11 +30,17 @@ import (
 
 // sandboxed opens a runtime over a state directory outside /tmp (a pod's
 // /tmp is its own, so a state directory there would be out of reach for
-// that reason alone) and skips the test without sandboxes.
+// that reason alone) and skips the test without sandboxes. With
+// PODKIT_TEST_STAGES naming a build of cmd/podkit-stages, the runtime
+// runs its stages from it (Options.StageExecutable), so the tests check
+// the sandbox it builds too.
 func sandboxed(t *testing.T, opts processruntime.Options) *processruntime.Runtime {
 	t.Helper()
 	if opts.StateDir == "" {
 		opts.StateDir = sandboxStateDir(t)
+	}
+	if opts.StageExecutable == "" {
+		opts.StageExecutable = os.Getenv("PODKIT_TEST_STAGES")
 	}
 	rt := openRuntime(t, opts)
 	if c := rt.Containment(); !c.Sandbox {
