@@ -117,8 +117,9 @@
 //
 // Where the machine allows it (Options.Sandbox; Containment says), each
 // pod runs in a sandbox of its own, made by the agent's own executable run
-// again (package internal/sandbox: a setup stage as host root, the pod's
-// init, a stage per container; Go cannot act between fork and exec):
+// again, or Options.StageExecutable (package internal/sandbox: a setup
+// stage as host root, the pod's init, a stage per container; Go cannot
+// act between fork and exec; see Cost of a start):
 //
 //   - Identity: a user namespace mapping the pod's IDs 0-65535 onto a
 //     range of host IDs no other live pod has, of this runtime or another
@@ -204,6 +205,22 @@
 //     ignores every signal but SIGKILL from the host.
 //   - With hostPID, end the pod's processes by killing the init (the
 //     cgroup or the environment scan does).
+//
+// # Cost of a start
+//
+// A sandboxed pod's first SyncPod starts four processes of the stages'
+// executable: the setup stage, the init, the container's stage and its
+// log shim (each further container, a stage and a shim). Each pays a Go
+// program's start-up, and for a large agent that is most of a pod's start:
+// the Go runtime's set-up over the whole binary and every linked
+// package's init, all of them before the stage's own (a stage runs from
+// its package's init, and the packages it needs, net among them, are
+// initialized late). Options.StageExecutable names a small program
+// that links the stage packages only, cmd/podkit-stages (about 4 MB),
+// built from the same source as the agent: its stages are the same, its
+// start a fraction of the CPU. BenchmarkSandboxedPodStart measures a
+// start step by step (its doc says how to run it); see the example
+// agent's README (examples/kube) for what it measured.
 //
 // # Per-pod features
 //
@@ -451,7 +468,7 @@
 // two pipes held by a log shim: the agent's own executable run again
 // (/proc/self/exe, with an environment marker the package's init
 // recognises, so any program or test binary linking the package can start
-// it). The shim stamps each line with the time it read it and its stream,
+// it), or Options.StageExecutable. The shim stamps each line with the time it read it and its stream,
 // splits lines longer than 16 KiB into partial records, and appends them
 // in the CRI log format (the kubelet's) to the container's log files under
 // LogDir, starting a new file when one would exceed

@@ -5,7 +5,9 @@
 // run again (/proc/self/exe) with MarkerEnv set: the package's init runs
 // the shim instead of the program, so any binary that links the process
 // runtime (an agent, a test binary) can start it, and it needs no other
-// file on the node.
+// file on the node. A program linking only the stage packages
+// (processruntime's cmd/podkit-stages, Options.StageExecutable) starts it
+// at less cost.
 //
 // The shim lets a container outlive its agent: the pipes stay drained
 // while no agent runs (no SIGPIPE, no writer blocked on a full pipe), and

@@ -7,7 +7,10 @@
 // cannot enter another user or mount namespace (setns), so each step is
 // the agent's own executable run again (/proc/self/exe, with MarkerEnv
 // naming the stage; the package's init runs it, so any program or test
-// binary linking the package can start it, as the log shim):
+// binary linking the package can start it, as the log shim), or the
+// program Launch.Executable names (one linking this package, as
+// processruntime's cmd/podkit-stages), whose stages then run it again
+// in turn:
 //
 //  1. setup, as host root, in a mount namespace of its own: builds the
 //     pod's root (an overlay with the host's root file system below and a
