@@ -5,8 +5,9 @@
 // built on it runs every pod through podkit's engine, the status writer,
 // the event recorder and the Node heartbeat exactly as over the process
 // runtime: the API server sees the same status writes, events and Node
-// traffic; only nothing runs. (Package agent does not offer it as a
-// runtime yet: its build is still the process runtime's.)
+// traffic; only nothing runs. Package agent runs its pods on it with
+// Config.Runtime agent.RuntimeHollow (podkit-agent --runtime hollow;
+// clustertest.HollowAgent for a cluster's nodes).
 //
 // # What a hollow pod does
 //
