@@ -145,6 +145,12 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("--runtime: %w", err)
 	}
+	// The state directory holds the shutdown socket (and the certificates'
+	// default directory) whatever the runtime: the hollow one keeps
+	// nothing of its own there, so it may not exist yet.
+	if err := os.MkdirAll(*stateDir, 0o700); err != nil {
+		return fmt.Errorf("--state-dir: %w", err)
+	}
 	budget := nodeshutdown.Budget{GracePeriod: *grace, CriticalGracePeriod: *critical}
 	if budget.GracePeriod <= 0 || budget.CriticalGracePeriod < 0 || budget.CriticalGracePeriod > budget.GracePeriod {
 		return fmt.Errorf("--shutdown-grace-period (%v) must be positive and --shutdown-grace-period-critical-pods (%v) between 0 and it", *grace, *critical)
