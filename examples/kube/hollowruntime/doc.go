@@ -61,6 +61,16 @@
 //     pod range with StartNetwork once the Node is registered.
 //  4. Turn a status into a v1.PodStatus with processruntime.APIStatus.
 //
+// # Cost
+//
+// Measured with examples/kube's BenchmarkDensity (100 agents on this
+// runtime, 99 in one process and one podkit-agent --runtime hollow
+// process, 3,000 pods created at 20 a second, on a shared 2-core machine;
+// one pass): pod startup p50 0.020 s, p99 0.227 s (the SLO: 5 s); per
+// in-process agent 0.38 s of CPU until every pod ran, 1.7 ms of CPU a
+// second once idle, 2.3 MiB of live heap and 3.2 MiB of RSS with its 30
+// pods; the podkit-agent process 55 MiB RSS. The README has the details.
+//
 // # Concurrency
 //
 // Every method is safe for concurrent use. The engine calls the hooks of
