@@ -38,6 +38,7 @@ var testNodes = []string{
 	"mirror-node", "ident-a", "ident-b", "source-node", "writer-node",
 	"lifecycle-node", "graceful-node", "force-node", "static-node", "restart-node", "reject-node", "cmd-node",
 	"burst-node", "events-node", "sinkfail-node", "cond-node", "evict-node", "shutdown-node", "refusal-node", "sources-node",
+	"hollow-node",
 }
 
 func TestAPIServer(t *testing.T) {
@@ -61,6 +62,7 @@ func TestAPIServer(t *testing.T) {
 	t.Run("AgentConditions", func(t *testing.T) { t.Parallel(); testAgentConditions(t, c) })
 	t.Run("AgentEviction", func(t *testing.T) { t.Parallel(); testAgentEviction(t, c) })
 	t.Run("AgentShutdown", func(t *testing.T) { t.Parallel(); testAgentShutdown(t, c) })
+	t.Run("HollowAgentPodLifecycle", func(t *testing.T) { t.Parallel(); testHollowAgentPodLifecycle(t, c) })
 }
 
 // cluster is a real kube-apiserver over a real embedded etcd, running in the

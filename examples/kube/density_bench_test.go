@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/podkit/podkit/examples/kube/agent"
 	"github.com/podkit/podkit/examples/kube/clustertest"
 )
 
@@ -35,7 +36,14 @@ import (
 // 5 s). The sizes are flags, so that a small run finds the costs first:
 //
 //	go test -run '^$' -bench Density -benchtime 1x -args -density.nodes=10
+//
+// The nodes are hollow by default (-density.runtime=hollow, package
+// hollowruntime: kubemark's hollow node, every pod through the agent's
+// engine, status writes and events, no process): the process runtime
+// (-density.runtime=process) gives every pod real processes, and 3,000
+// of them do not fit this 2-core, 24 GiB machine.
 var (
+	densityRuntime     = flag.String("density.runtime", string(agent.RuntimeHollow), "BenchmarkDensity: the nodes' pod runtime, hollow or process")
 	densityNodes       = flag.Int("density.nodes", 100, "BenchmarkDensity: podkit nodes, one of them a podkit-agent process")
 	densityPodsPerNode = flag.Int("density.pods-per-node", 30, "BenchmarkDensity: pods per node")
 	densityRate        = flag.Int("density.rate", 20, "BenchmarkDensity: pods created per second")
@@ -60,10 +68,10 @@ const (
 // BenchmarkDensity starts a cluster of -density.nodes podkit nodes: all
 // but one are agents in this process (clustertest's nodes, each a real
 // agent with its own client, informers, runtime and state directory), the
-// last one the podkit-agent command in a process of its own. It then
-// creates -density.pods-per-node pods per node at -density.rate pods per
-// second (no node named: the scheduler places them; each a process
-// runtime container running sleep) and reports:
+// last one the podkit-agent command in a process of its own, all on the
+// -density.runtime runtime. It then creates -density.pods-per-node pods
+// per node at -density.rate pods per second (no node named: the scheduler
+// places them; each one container "running" sleep) and reports:
 //
 //   - p50-s, p99-s, max-s: pod startup latency, from just before the
 //     create call to the watch event that first shows the pod Running;
@@ -96,13 +104,17 @@ func BenchmarkDensity(b *testing.B) {
 	if nodes < 2 || perNode < 1 || rate < 1 {
 		b.Fatalf("density: need at least 2 nodes, 1 pod per node and 1 pod per second (have %d, %d, %d)", nodes, perNode, rate)
 	}
+	rt, err := agent.ParseRuntime(*densityRuntime)
+	if err != nil {
+		b.Fatalf("-density.runtime: %v", err)
+	}
 	for i := range b.N {
-		runDensity(b, i, nodes, perNode, rate)
+		runDensity(b, i, rt, nodes, perNode, rate)
 	}
 }
 
 // runDensity is one iteration of BenchmarkDensity.
-func runDensity(b *testing.B, iteration, nodes, perNode, rate int) {
+func runDensity(b *testing.B, iteration int, rt agent.Runtime, nodes, perNode, rate int) {
 	b.StopTimer()
 	ctx := context.Background()
 	dir := b.TempDir()
@@ -126,6 +138,7 @@ func runDensity(b *testing.B, iteration, nodes, perNode, rate int) {
 		NodeStatusReportInterval: densityStatusReport,
 		NodeMonitorGracePeriod:   densityNodeGrace,
 		PodEvictionSeconds:       densityEvictionSec,
+		NewAgent:                 densityAgent(rt),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -153,7 +166,7 @@ func runDensity(b *testing.B, iteration, nodes, perNode, rate int) {
 		b.Fatal(err)
 	}
 	agentPID, stopAgent := startAgentProcess(b, c, fmt.Sprintf("node-%d", inProcess), procDir,
-		"--heartbeat-interval", densityHeartbeat.String())
+		"--heartbeat-interval", densityHeartbeat.String(), "--runtime", string(rt))
 	defer stopAgent()
 	idleNodes := sampleSelf()
 
@@ -196,6 +209,7 @@ func runDensity(b *testing.B, iteration, nodes, perNode, rate int) {
 	b.ReportMetric((cpRunning - cpBefore).Seconds(), "cp-cpu-s")
 
 	lo, hi := res.spread()
+	b.Logf("iteration %d: %s runtime, %d in-process nodes and 1 podkit-agent process", iteration, rt, inProcess)
 	b.Logf("iteration %d: %d pods on %d nodes (%d to %d a node) at %d/s: startup p50 %.3fs p90 %.3fs p99 %.3fs max %.3fs; created->bound p99 %.3fs, bound->Running p99 %.3fs",
 		iteration, len(lat), nodes, lo, hi, rate, q(lat, 0.5), q(lat, 0.9), q(lat, 0.99), lat[len(lat)-1].Seconds(), q(sched, 0.99), q(node, 0.99))
 	b.Logf("iteration %d: this process, %d agents: CPU %.1fs while the nodes started, %.1fs while the pods started, %.0f ms/s idle over %v; heap %d -> %d -> %d MiB, RSS %d -> %d -> %d MiB (before nodes, idle nodes, pods running)",
@@ -206,6 +220,14 @@ func runDensity(b *testing.B, iteration, nodes, perNode, rate int) {
 		iteration, res.perNode[fmt.Sprintf("node-%d", inProcess)], procRSS>>20, procPeak>>20, procCPU.Seconds(),
 		(cpRunning - cpBefore).Seconds(), float64((cpIdle-cpRunning).Milliseconds())/densityIdle.Seconds())
 	b.Logf("iteration %d: load average %s", iteration, loadAverage())
+}
+
+// densityAgent is the cluster's NewAgent for runtime rt.
+func densityAgent(rt agent.Runtime) func(clustertest.NodeEnv) (clustertest.Agent, error) {
+	if rt == agent.RuntimeHollow {
+		return clustertest.HollowAgent
+	}
+	return clustertest.DefaultAgent
 }
 
 // creatorClient returns an administrator's clientset whose client-side

@@ -35,8 +35,9 @@ import (
 	"github.com/podkit/podkit/podworker"
 )
 
-// Config configures an Agent. Client, NodeName and StateDir are required;
-// every other field has a default.
+// Config configures an Agent. Client and NodeName are required, and
+// StateDir for the process runtime; every other field has a default. The
+// fields named as the process runtime's are ignored by the hollow one.
 type Config struct {
 	// Client talks to the API server. With a node identity
 	// (system:node:<NodeName>, group system:nodes) the agent needs no
@@ -46,9 +47,14 @@ type Config struct {
 	// NodeName is the name of the Node the agent registers and runs pods
 	// for.
 	NodeName string
-	// StateDir is where the process runtime keeps its records and logs.
-	// Keep it across restarts: it is how a restarted agent finds its
-	// processes. Only one agent at a time may use it.
+	// Runtime is the pod runtime: RuntimeProcess (local processes) or
+	// RuntimeHollow (no processes, for hollow-node scalability tests).
+	// Defaults to RuntimeProcess.
+	Runtime Runtime
+	// StateDir is where the process runtime keeps its records and logs
+	// (required with it; the hollow runtime keeps nothing). Keep it
+	// across restarts: it is how a restarted agent finds its processes.
+	// Only one agent at a time may use it.
 	StateDir string
 	// ManifestDir, when set, is a directory of static pod manifests; each
 	// gets a mirror pod in the API server. Defaults to none.
@@ -144,15 +150,15 @@ type Config struct {
 	EventClient kubernetes.Interface
 }
 
-// Agent is one run of podkit-agent: a lifecycle.Agent over the process
-// runtime, whose sources are the API server's pods bound to the node (and
+// Agent is one run of podkit-agent: a lifecycle.Agent over a pod runtime
+// (the process runtime, or the hollow one), whose sources are the API server's pods bound to the node (and
 // a manifest directory), and whose loops are the status writer, the event
 // recorder, the node heartbeat and the kubelet API. Create it with New,
 // run it with Run.
 type Agent struct {
 	cfg      Config
 	log      logr.Logger
-	rt       *processruntime.Runtime
+	rt       podRuntime
 	lc       *lifecycle.Agent[processruntime.PodStatus]
 	recorder *events.Recorder
 	// registration registers the Node, and again when it is deleted.
@@ -169,9 +175,9 @@ type Agent struct {
 	ran bool
 }
 
-// New checks cfg and builds the agent: it opens the process runtime on
-// StateDir (which adopts the processes a previous agent left there, and
-// watches them) and assembles the lifecycle around it. It contacts
+// New checks cfg and builds the agent: it opens the runtime (the process
+// runtime on StateDir adopts the processes a previous agent left there,
+// and watches them) and assembles the lifecycle around it. It contacts
 // nothing: Run registers the Node and runs the agent, and releases the
 // runtime when it returns; an Agent that will not run is released with
 // Close.
@@ -181,8 +187,13 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: Config.Client is required")
 	case cfg.NodeName == "":
 		return nil, errors.New("agent: Config.NodeName is required")
-	case cfg.StateDir == "":
-		return nil, errors.New("agent: Config.StateDir is required")
+	}
+	kind, err := ParseRuntime(string(cfg.Runtime))
+	if err != nil {
+		return nil, err
+	}
+	if kind == RuntimeProcess && cfg.StateDir == "" {
+		return nil, errors.New("agent: Config.StateDir is required (by the process runtime)")
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.WithValues("node", cfg.NodeName)}
 	if err := a.build(); err != nil {
@@ -201,23 +212,8 @@ func (a *Agent) build() error {
 		return err
 	}
 	runtimeEvs := &runtimeEvents{recorder: a.recorder}
-	a.rt, err = processruntime.Open(processruntime.Options{
-		StateDir:        cfg.StateDir,
-		BackOff:         cfg.RestartBackOff,
-		Sandbox:         cfg.Sandbox,
-		StageExecutable: cfg.StageExecutable,
-		AllowHostAccess: cfg.AllowHostAccess,
-		Masks:           cfg.Masks,
-		PodCIDR:         cfg.PodCIDR,
-		BridgeName:      bridgeName(cfg),
-		ClusterDNS:      cfg.ClusterDNS,
-		ClusterDomain:   cfg.ClusterDomain,
-		ResolvConf:      cfg.ResolvConf,
-		ImageConfigs:    cfg.ImageConfigs,
-		Logger:          log.WithName("runtime"),
-		OnEvent:         runtimeEvs.on,
-	})
-	if err != nil {
+	var feats runtimeFeatures
+	if a.rt, feats, err = openRuntime(cfg, log.WithName("runtime"), runtimeEvs.on); err != nil {
 		return err
 	}
 	writer, err := statuswriter.New(core, statuswriter.Options{NodeName: cfg.NodeName, ResyncInterval: cfg.StatusResyncInterval, Logger: log.WithName("status"), Trace: writeTracer(cfg.Trace)})
@@ -272,13 +268,13 @@ func (a *Agent) build() error {
 		// wired once by the assembly over the runtime (exec probes and
 		// hooks), the object cache and the API server's TokenRequest.
 		Features: &lifecycle.PodFeatureOptions{
-			Exec:       a.rt,
+			Exec:       feats.exec,
 			Objects:    objects,
 			Tokens:     objectcache.NewTokenRequester(cfg.Client),
-			VolumeRoot: volumeRoot(a.rt),
+			VolumeRoot: feats.volumeRoot,
 			Env:        podenv.Options{NodeAllocatable: a.allocatable, ServiceEnv: services.Env},
 			Volumes: volume.Options{
-				MapIDs: a.rt.MapIDs, NodeAllocatable: a.allocatable,
+				MapIDs: feats.mapIDs, NodeAllocatable: a.allocatable,
 				RefreshInterval: cfg.VolumeRefreshInterval,
 				Evict:           a.evictForLocalStorage,
 			},
@@ -333,17 +329,6 @@ func (a *Agent) build() error {
 	return errors.Join(adds...)
 }
 
-// volumeRoot is where the volume manager keeps the pods' volumes: the
-// runtime's VolumeRoot where pods run in sandboxes, which mount them; ""
-// (no volume manager) otherwise, where a mountPath is just a host path and
-// the runtime says so (processruntime.ReasonVolumesNotMounted).
-func volumeRoot(rt *processruntime.Runtime) string {
-	if !rt.Containment().Sandbox {
-		return ""
-	}
-	return rt.VolumeRoot()
-}
-
 // derive is the status the API server should show for pod, from what the
 // runtime knows now. The store's pod carries the newest status from the
 // API server (readiness gates set by others), as the kubelet derives a
@@ -361,8 +346,9 @@ func (a *Agent) derive(ctx context.Context, pod *v1.Pod) (v1.PodStatus, error) {
 
 // Run registers (or reuses) the Node and runs the agent until ctx ends. It
 // returns nil after a clean shutdown: every hook has returned and the
-// process runtime is closed. The pods' processes keep running; a later
-// Agent on the same StateDir adopts them. It returns an error when the Node
+// runtime is closed. The process runtime's pods keep running; a later
+// Agent on the same StateDir adopts them (a hollow runtime's pods end
+// with it: a new Agent starts them again). It returns an error when the Node
 // cannot be registered or a part of the agent fails. Run may be called
 // once per Agent.
 func (a *Agent) Run(ctx context.Context) error {
@@ -393,8 +379,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// Close releases what New opened: the process runtime (its processes keep
-// running) and the event recorder. Run calls it when it returns; call it
+// Close releases what New opened: the runtime (the process runtime's
+// processes keep running) and the event recorder. Run calls it when it returns; call it
 // for an Agent that will not run. It is idempotent.
 func (a *Agent) Close() {
 	if a.rt != nil {

@@ -25,7 +25,7 @@ import (
 // KubeletAPIConfig configures the kubelet API an Agent serves (package
 // kubeletserver) over HTTPS, for the API server and for scrapers:
 // container logs (kubectl logs), the exec, attach and port-forward
-// sessions of the process runtime (kubectl exec, cp, attach, debug -it,
+// sessions of the runtime (kubectl exec, cp, attach, debug -it,
 // port-forward), /stats/summary and /metrics/resource (kubectl top),
 // /pods, /runningpods, /healthz and /metrics.
 type KubeletAPIConfig struct {
@@ -55,7 +55,7 @@ type KubeletAPIConfig struct {
 // kubelet 1.37 declares them), and serves until ctx ends. couldRun is the
 // engine's window: whether a pod may still have running containers.
 func newKubeletAPI(cfg *KubeletAPIConfig, nodeName string, client kubernetes.Interface,
-	store *podmanager.Manager, couldRun func(types.UID) bool, rt *processruntime.Runtime, m *nodemetrics.Metrics, log logr.Logger) (lifecycle.Runnable, error) {
+	store *podmanager.Manager, couldRun func(types.UID) bool, rt kubeletRuntime, m *nodemetrics.Metrics, log logr.Logger) (lifecycle.Runnable, error) {
 	if cfg.Address == nil {
 		return nil, errors.New("KubeletAPIConfig.Address is required")
 	}
@@ -101,8 +101,10 @@ func newKubeletAPI(cfg *KubeletAPIConfig, nodeName string, client kubernetes.Int
 	}), nil
 }
 
-// containerLogs reads container logs from the process runtime.
-func containerLogs(rt *processruntime.Runtime) kubeletserver.ContainerLogsFunc {
+// containerLogs reads container logs from the runtime. A hollow
+// container has none: the client gets hollowruntime.ErrNoProcesses's
+// message (400, as the kubelet answers a log it cannot read).
+func containerLogs(rt kubeletRuntime) kubeletserver.ContainerLogsFunc {
 	return func(ctx context.Context, pod *v1.Pod, container string, opts *v1.PodLogOptions, w io.Writer) error {
 		lo := processruntime.LogOptions{
 			Follow:     opts.Follow,

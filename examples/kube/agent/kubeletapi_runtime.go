@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	v1 "k8s.io/api/core/v1"
@@ -9,28 +10,46 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/podkit/podkit/examples/kube/hollowruntime"
 	"github.com/podkit/podkit/examples/kube/kubeletserver"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 
-// This file adapts the process runtime to what the kubelet API serves of
-// a runtime: exec, attach and port-forward sessions (kubectl exec, cp,
+// This file adapts the runtime to what the kubelet API serves of a
+// runtime: exec, attach and port-forward sessions (kubectl exec, cp,
 // attach, debug -it, port-forward), its pods' stats (/stats/summary,
 // /metrics/resource, kubectl top) and the pods it runs (/runningpods).
 
-// runtimeStreamer serves the sessions with the process runtime.
-func runtimeStreamer(rt *processruntime.Runtime) kubeletserver.Streamer {
+// runtimeStreamer serves the sessions with the runtime. A hollow
+// container's sessions fail with hollowruntime.ErrNoProcesses, which the
+// client gets as "not supported" (501) with that message.
+func runtimeStreamer(rt kubeletRuntime) kubeletserver.Streamer {
 	return kubeletserver.StreamerFuncs{
 		ExecFunc: func(ctx context.Context, pod *v1.Pod, opts *v1.PodExecOptions, s kubeletserver.Streams) (int, error) {
-			return rt.Exec(ctx, pod.UID, opts.Container, opts.Command, runtimeStreams(ctx, s))
+			code, err := rt.Exec(ctx, pod.UID, opts.Container, opts.Command, runtimeStreams(ctx, s))
+			return code, sessionError(err)
 		},
 		AttachFunc: func(ctx context.Context, pod *v1.Pod, opts *v1.PodAttachOptions, s kubeletserver.Streams) error {
-			return rt.Attach(ctx, pod.UID, opts.Container, runtimeStreams(ctx, s))
+			return sessionError(rt.Attach(ctx, pod.UID, opts.Container, runtimeStreams(ctx, s)))
 		},
 		PortForwardFunc: func(ctx context.Context, pod *v1.Pod, port int32, stream io.ReadWriteCloser) error {
-			return rt.PortForward(ctx, pod.UID, port, stream)
+			err := rt.PortForward(ctx, pod.UID, port, stream)
+			if errors.Is(err, hollowruntime.ErrNoProcesses) {
+				stream.Close() // the hollow runtime leaves it to its caller
+			}
+			return sessionError(err)
 		},
 	}
+}
+
+// sessionError marks an error of a runtime that has no process to reach
+// (hollowruntime.ErrNoProcesses) as kubeletserver.ErrNotSupported; any
+// other error is returned as it is.
+func sessionError(err error) error {
+	if errors.Is(err, hollowruntime.ErrNoProcesses) {
+		return errors.Join(kubeletserver.ErrNotSupported, err)
+	}
+	return err
 }
 
 // runtimeStreams converts a session's streams; the terminal sizes are
@@ -65,7 +84,7 @@ func runtimeStreams(ctx context.Context, s kubeletserver.Streams) processruntime
 }
 
 // runtimeStats measures the runtime's pods for the Summary API.
-func runtimeStats(rt *processruntime.Runtime) kubeletserver.StatsProvider {
+func runtimeStats(rt kubeletRuntime) kubeletserver.StatsProvider {
 	return kubeletserver.StatsProviderFunc(func(ctx context.Context) ([]statsapi.PodStats, error) {
 		pods, err := rt.PodStats(ctx)
 		if err != nil {
@@ -127,7 +146,7 @@ func summaryNetwork(n *processruntime.NetworkStats) *statsapi.NetworkStats {
 // process runs, as the runtime knows them, less those the engine's window
 // says can have none running any more: v1 pods with their identity and
 // running containers only, as the kubelet answers.
-func runtimeRunningPods(rt *processruntime.Runtime, couldRun func(types.UID) bool) func(context.Context) ([]*v1.Pod, error) {
+func runtimeRunningPods(rt kubeletRuntime, couldRun func(types.UID) bool) func(context.Context) ([]*v1.Pod, error) {
 	return func(context.Context) ([]*v1.Pod, error) {
 		var out []*v1.Pod
 		for _, rp := range rt.RunningPods() {

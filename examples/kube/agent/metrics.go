@@ -14,7 +14,7 @@ import (
 )
 
 // observe exports what the pod workers and the runtime hold into m.
-func observe(m *nodemetrics.Metrics, workers *podworker.PodWorkers[processruntime.PodStatus], store *podmanager.Manager, rt *processruntime.Runtime) error {
+func observe(m *nodemetrics.Metrics, workers *podworker.PodWorkers[processruntime.PodStatus], store *podmanager.Manager, rt runtimeStatuses) error {
 	desired := func(uid types.UID) bool {
 		_, ok := store.GetPodByUID(uid)
 		return ok
@@ -27,9 +27,16 @@ func observe(m *nodemetrics.Metrics, workers *podworker.PodWorkers[processruntim
 	})
 }
 
+// runtimeStatuses is what the metrics read of the runtime: the pods it
+// holds and their statuses.
+type runtimeStatuses interface {
+	RuntimePods() []podworker.RuntimePod
+	podworker.StatusSource[processruntime.PodStatus]
+}
+
 // runtimeCounts counts the pods with a running container and the
 // containers by the kubelet's container_state values.
-func runtimeCounts(rt *processruntime.Runtime) nodemetrics.RuntimeCounts {
+func runtimeCounts(rt runtimeStatuses) nodemetrics.RuntimeCounts {
 	counts := nodemetrics.RuntimeCounts{Containers: map[string]int{"running": 0, "exited": 0, "created": 0}}
 	ctx := context.Background()
 	for _, p := range rt.RuntimePods() {
@@ -58,7 +65,7 @@ func runtimeCounts(rt *processruntime.Runtime) nodemetrics.RuntimeCounts {
 
 // podRuns says whether the runtime runs pod as its API status would say:
 // phase Running. It is the pod-start signal of the metrics.
-func podRuns(rt *processruntime.Runtime) nodemetrics.RunningFunc {
+func podRuns(rt podworker.StatusSource[processruntime.PodStatus]) nodemetrics.RunningFunc {
 	return func(ctx context.Context, pod *v1.Pod) bool {
 		st, err := rt.PodStatus(ctx, pod.UID, time.Time{})
 		return err == nil && processruntime.APIStatus(pod, st).Phase == v1.PodRunning

@@ -61,8 +61,9 @@
 // administrator's access; Node stops and resumes a node's heartbeat and
 // stops and starts its agent. AddNodes starts many nodes at once, each
 // still an agent of its own (for a density benchmark of a hundred hollow
-// nodes, with Options.NodeStatusReportInterval so that their heartbeats
-// renew the Lease alone, as a kubelet's do). WaitFor waits for an object to meet a
+// nodes: Options.NewAgent HollowAgent, whose pods run no process, with
+// Options.NodeStatusReportInterval so that their heartbeats renew the
+// Lease alone, as a kubelet's do). WaitFor waits for an object to meet a
 // Condition (PodRunning, DeploymentRolledOut, StatefulSetRolledOut,
 // JobComplete, Gone, or Match for your own) and says what it saw last when
 // it times out. Close stops the heartbeats and agents, then every process

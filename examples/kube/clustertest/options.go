@@ -254,3 +254,16 @@ func DefaultAgentConfig(env NodeEnv) agent.Config {
 		ClusterDomain:        env.ClusterDomain,
 	}
 }
+
+// HollowAgent returns podkit's agent over the hollow runtime
+// (agent.RuntimeHollow): DefaultAgent's configuration, but no pod runs a
+// process. Each pod goes through the agent's engine, status writes and
+// events as on DefaultAgent, and gets an address of the Node's
+// spec.podCIDR in its status; its containers only pretend to run. It is
+// the hollow node of Kubernetes' scalability tests (kubemark): give it as
+// Options.NewAgent to run a hundred nodes on one machine.
+func HollowAgent(env NodeEnv) (Agent, error) {
+	cfg := DefaultAgentConfig(env)
+	cfg.Runtime = agent.RuntimeHollow
+	return agent.New(cfg)
+}

@@ -5,8 +5,9 @@
 // built on it runs every pod through podkit's engine, the status writer,
 // the event recorder and the Node heartbeat exactly as over the process
 // runtime: the API server sees the same status writes, events and Node
-// traffic; only nothing runs. (Package agent does not offer it as a
-// runtime yet: its build is still the process runtime's.)
+// traffic; only nothing runs. Package agent runs its pods on it with
+// Config.Runtime agent.RuntimeHollow (podkit-agent --runtime hollow;
+// clustertest.HollowAgent for a cluster's nodes).
 //
 // # What a hollow pod does
 //
@@ -59,6 +60,16 @@
 //  3. Give it the per-pod features with UsePodFeatures, and the Node's
 //     pod range with StartNetwork once the Node is registered.
 //  4. Turn a status into a v1.PodStatus with processruntime.APIStatus.
+//
+// # Cost
+//
+// Measured with examples/kube's BenchmarkDensity (100 agents on this
+// runtime, 99 in one process and one podkit-agent --runtime hollow
+// process, 3,000 pods created at 20 a second, on a shared 2-core machine;
+// one pass): pod startup p50 0.020 s, p99 0.227 s (the SLO: 5 s); per
+// in-process agent 0.38 s of CPU until every pod ran, 1.7 ms of CPU a
+// second once idle, 2.3 MiB of live heap and 3.2 MiB of RSS with its 30
+// pods; the podkit-agent process 55 MiB RSS. The README has the details.
 //
 // # Concurrency
 //

@@ -123,6 +123,7 @@ func run() error {
 		resolvConf   = flag.String("resolv-conf", defaultResolvConf(), "the resolver configuration dnsPolicy Default pods get (default: /etc/resolv.conf, or systemd-resolved's upstream file when /etc/resolv.conf names only loopback servers, which pods cannot reach)")
 		grace        = flag.Duration("shutdown-grace-period", 30*time.Second, "on an explicit node shutdown (SIGUSR1 or podkit-agent shutdown), how long stopping the pods may take in all; each gets its terminationGracePeriodSeconds within it")
 		critical     = flag.Duration("shutdown-grace-period-critical-pods", 10*time.Second, "the part of --shutdown-grace-period kept for critical pods, stopped last")
+		runtimeFlag  = flag.String("runtime", string(agent.RuntimeProcess), "the pod runtime: process (each container a local process) or hollow (no process at all: each pod goes through the same lifecycle, status writes and events, its containers only pretend to run; the hollow node of scalability tests, kubemark's; the flags of the process runtime are then ignored)")
 		debugAddr    = flag.String("debug-address", "", "a loopback host:port (such as 127.0.0.1:6060) to serve Go's profiles (/debug/pprof/) and counters (/debug/vars: memory, goroutines, the API requests sent) on, without authentication (empty: not served)")
 	)
 	flag.Parse()
@@ -140,6 +141,16 @@ func run() error {
 	net, err := networkConfig(*sandboxFlag, *podCIDR, *bridge, *clusterDNS)
 	if err != nil {
 		return err
+	}
+	podRuntime, err := agent.ParseRuntime(*runtimeFlag)
+	if err != nil {
+		return fmt.Errorf("--runtime: %w", err)
+	}
+	// The state directory holds the shutdown socket (and the certificates'
+	// default directory) whatever the runtime: the hollow one keeps
+	// nothing of its own there, so it may not exist yet.
+	if err := os.MkdirAll(*stateDir, 0o700); err != nil {
+		return fmt.Errorf("--state-dir: %w", err)
 	}
 	budget := nodeshutdown.Budget{GracePeriod: *grace, CriticalGracePeriod: *critical}
 	if budget.GracePeriod <= 0 || budget.CriticalGracePeriod < 0 || budget.CriticalGracePeriod > budget.GracePeriod {
@@ -204,6 +215,7 @@ func run() error {
 	a, err := agent.New(agent.Config{
 		Client:               client,
 		NodeName:             *nodeName,
+		Runtime:              podRuntime,
 		StateDir:             *stateDir,
 		ManifestDir:          *manifestDir,
 		HousekeepingInterval: *housekeeping,
