@@ -157,6 +157,22 @@
 // virtual-kubelet's default, client-go's controller rate limiter, which
 // lets 10 pods a second through after a burst of 100.
 //
+// The mock's program gets one more patch at build time, of the mock
+// provider itself: its pods map (MockProvider.pods, virtual-kubelet
+// v1.14.1's cmd/virtual-kubelet/internal/provider/mock/mock.go) has no
+// lock, while its pod sync workers call CreatePod, GetPod and the rest at
+// once. With pods coming faster than the default queues' 10 a second they
+// race on it, and the program dies of "fatal error: concurrent map read
+// and map write" after about 400 pods: the mock's own data race, which
+// the default pace hid. The patch puts every read and write of the map
+// behind a sync.RWMutex and changes nothing else (the same calls store,
+// find, list and delete the same pods; the loops over every pod range
+// over a copy taken under the lock); it fails the build when mock.go no
+// longer uses the map exactly where v1.14.1 does.
+// TestMockPodsLockEndsTheMocksDataRace shows the race under the race
+// detector without the patch and none with it.
+// PODKIT_VK_SCALE_MOCK=unpatched builds the mock without it.
+//
 // With the default queues, one run of both on a quiet machine (load
 // average under 1.5):
 //
