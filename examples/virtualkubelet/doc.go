@@ -198,8 +198,8 @@
 // leases 4, watch pods 3; the states a pod passes before it runs
 // coalesce into one write, and events beyond the recorder's spam filter
 // are dropped), the mock's 5,213 (update pods/status 5,000, create
-// events 170, watch pods 39, update leases 4; its watches go through the
-// benchmark's counting proxy). Deleting is a delete and a status write
+// events 170, watch pods 39, update leases 4; why its watches restart
+// more often was not looked into). Deleting is a delete and a status write
 // per pod: podkit's 10,242 requests (delete pods 5,020, update
 // pods/status 4,955, create events 253), the mock's 10,184 (delete pods
 // 5,000, update pods/status 5,000, create events 168), 102 s each. The
