@@ -195,24 +195,22 @@
 //
 // Now the node's client sets the pace, the same for both: 5,000 status
 // writes at 100 QPS is 50 s. In the first run podkit's node sent 5,174
-// requests while the
-// pods started (update pods/status 5,000, create events 167, update
-// leases 4, watch pods 3; the states a pod passes before it runs
-// coalesce into one write, and events beyond the recorder's spam filter
-// are dropped), the mock's 5,213 (update pods/status 5,000, create
-// events 170, watch pods 39, update leases 4; 17 watches in the second
-// run against podkit's none: why its watches restart more often was not
-// looked into). Deleting is a delete and a status write
-// per pod: podkit's 10,242 requests (delete pods 5,020, update
-// pods/status 4,955, create events 253), the mock's 10,184 (delete pods
-// 5,000, update pods/status 5,000, create events 168), 102 s each. The
-// memory figures are not alike: podkit's node is in the test process
-// (heap and RSS growth, with the benchmark's own watch in it), the
-// mock's is a program of its own (its whole RSS). The provider's part is
-// kept small: the source's snapshots, which hold every pod, are paced (at
-// most a fifth of the source's time), as unpaced they copied every pod
-// for every CreatePod; simcloud keeps only its newest calls
-// (Options.MaxCalls).
+// requests while the pods started (update pods/status 5,000, create events
+// 167, update leases 4, watch pods 3; the states a pod passes before it
+// runs coalesce into one write, and events beyond the recorder's spam
+// filter are dropped), the mock's 5,213 (update pods/status 5,000, create
+// events 170, watch pods 39, update leases 4; 17 watches in the second run
+// against podkit's none: why its watches restart more often was not looked
+// into). Deleting is a delete and a status write per pod: podkit's 10,242
+// requests (delete pods 5,020, update pods/status 4,955, create events
+// 253), the mock's 10,184 (delete pods 5,000, update pods/status 5,000,
+// create events 168), 102 s each in the first run. The memory figures are
+// not alike: podkit's node is in the test process (heap and RSS growth,
+// with the benchmark's own watch in it), the mock's is a program of its
+// own (its whole RSS). The provider's part is kept small: the source's
+// snapshots, which hold every pod, are paced (at most a fifth of the
+// source's time), as unpaced they copied every pod for every CreatePod;
+// simcloud keeps only its newest calls (Options.MaxCalls).
 //
 // Unpatched (PODKIT_VK_SCALE_MOCK=unpatched), the mock dies at this pace
 // after about 400 pods, in MockProvider.GetPod; the benchmark then fails
