@@ -65,6 +65,12 @@ const envScalePods = "PODKIT_VK_SCALE_PODS"
 // queues at their default rate limiter on both nodes (scaleQueueQPS).
 const envScaleQueue = "PODKIT_VK_SCALE_QUEUE"
 
+// envScaleMock, set to "unpatched", builds virtual-kubelet's mock provider
+// without the lock of its pods map (patchMockPodsLock): with the
+// benchmark's queues (scaleQueueQPS) its program then dies of its own
+// data race after a few hundred pods.
+const envScaleMock = "PODKIT_VK_SCALE_MOCK"
+
 const (
 	scalePodkitNode = "vk-scale-podkit"
 	scaleMockNode   = "vk-scale-mock"
@@ -76,7 +82,11 @@ const (
 // in a child process), first with podkit's provider over simcloud (the
 // node in this process), then with virtual-kubelet's own mock provider
 // (its program, in a child process), each with the same client limits
-// (scaleNodeQPS, scaleNodeBurst) and pod sync workers (scaleWorkers). The pods are
+// (scaleNodeQPS, scaleNodeBurst) and pod sync workers (scaleWorkers). The
+// mock's program is built with its pods map behind a lock
+// (patchMockPodsLock; PODKIT_VK_SCALE_MOCK=unpatched leaves it out): the
+// map has none upstream, and its workers' race on it kills the program
+// once pods come faster than the default queues' 10 a second. The pods are
 // bound by spec.nodeName (no scheduler) and created by scaleCreators
 // goroutines sharing one client limited to scaleCreateQPS and
 // scaleCreateBurst. Each iteration creates the pods, waits until a watch
@@ -117,7 +127,15 @@ func BenchmarkVirtualNode5000(b *testing.B) {
 	default:
 		b.Fatalf("%s=%q: want \"default\" or nothing", envScaleQueue, v)
 	}
-	mockBinary := buildMockWithLimits(b, scaleNodeQPS, scaleNodeBurst, queue)
+	podsLock := true
+	switch v := os.Getenv(envScaleMock); v {
+	case "":
+	case "unpatched":
+		podsLock = false
+	default:
+		b.Fatalf("%s=%q: want \"unpatched\" or nothing", envScaleMock, v)
+	}
+	mockBinary := buildMockWithLimits(b, mockBuild{qps: scaleNodeQPS, burst: scaleNodeBurst, queue: queue, podsLock: podsLock})
 	podkitRequests, mockRequests := newRequestCounter(), newRequestCounter()
 	var mockPID atomic.Int64
 	var mockKubeconfig string
@@ -142,8 +160,12 @@ func BenchmarkVirtualNode5000(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("%d pods; creation client %d QPS (burst %d), %d goroutines; node client %d QPS (burst %d), %d pod sync workers, pod controller queues %s; load average %s",
-		pods, scaleCreateQPS, scaleCreateBurst, scaleCreators, scaleNodeQPS, scaleNodeBurst, scaleWorkers, queue, loadAverage())
+	mockPods := "locked (patched)"
+	if !podsLock {
+		mockPods = "unlocked (unpatched)"
+	}
+	b.Logf("%d pods; creation client %d QPS (burst %d), %d goroutines; node client %d QPS (burst %d), %d pod sync workers, pod controller queues %s; mock's pods map %s; load average %s",
+		pods, scaleCreateQPS, scaleCreateBurst, scaleCreators, scaleNodeQPS, scaleNodeBurst, scaleWorkers, queue, mockPods, loadAverage())
 
 	b.Run("podkit", func(b *testing.B) {
 		heapBefore, rssBefore := heapInUse(), rssOf(os.Getpid())

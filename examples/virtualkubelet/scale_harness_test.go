@@ -71,32 +71,61 @@ func podkitBenchRateLimiter() workqueue.TypedRateLimiter[any] {
 `, q.qps, q.burst)
 }
 
+// mockBuild is how the scale benchmark builds virtual-kubelet's program:
+// the patches of its source (patchMockClient, patchMockQueues,
+// patchMockPodsLock), nothing else of it changed.
+type mockBuild struct {
+	// qps and burst, unless qps is zero, are the program's client limits
+	// (patchMockClient).
+	qps, burst int
+	// queue, unless zero, is the bucket of its pod controller queues
+	// (patchMockQueues).
+	queue queueLimits
+	// podsLock gives the mock provider's pods map a lock
+	// (patchMockPodsLock).
+	podsLock bool
+}
+
 // buildMockWithLimits builds virtual-kubelet's program as buildMock does,
-// with its client's QPS and burst set to qps and burst, and, unless queue
-// is zero, its pod controller queues' default rate limiter replaced by
-// queue's (three defaults in node/podcontroller.go, and a file added
-// beside it). The program has no
-// flag for them (its client set, nodeutil.ClientsetFromEnv, takes
-// client-go's defaults of 5 and 10), so it is built from a copy of
-// virtual-kubelet's module (the version this module requires, copied from
-// the module cache into a directory of the test) whose client set gets
-// one added line that sets them, nothing else of the program changed;
-// this module's go.mod, with a replace for that copy (go build -modfile),
-// gives every other dependency. It skips where buildMock would, and fails
-// when the file no longer has the line the patch goes before.
-func buildMockWithLimits(tb testing.TB, qps, burst int, queue queueLimits) string {
+// from a copy of its source patched as o says. The program has no flag
+// for its client limits (its client set, nodeutil.ClientsetFromEnv,
+// takes client-go's defaults of 5 and 10) or its queues, so it is built
+// from a copy of virtual-kubelet's module (mockModule). It skips where
+// buildMock would, and fails when a patch no longer finds the text it
+// expects.
+func buildMockWithLimits(tb testing.TB, o mockBuild) string {
+	tb.Helper()
+	modFile := mockModule(tb, o)
+	return buildMockProgram(tb, "-modfile", modFile)
+}
+
+const vkModule = "github.com/virtual-kubelet/virtual-kubelet"
+
+// vkModuleDir is the module cache's copy of virtual-kubelet's module at
+// the version this module requires; it skips where that cannot be found.
+func vkModuleDir(tb testing.TB) string {
 	tb.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		tb.Skipf("virtualkubelet: no go command to build virtual-kubelet's mock provider: %v", err)
 	}
-	const vkModule = "github.com/virtual-kubelet/virtual-kubelet"
-	out, err := exec.Command(goCmd, "list", "-m", "-f", "{{.Dir}} {{.GoMod}}", vkModule).Output()
+	out, err := exec.Command(goCmd, "list", "-m", "-f", "{{.Dir}}", vkModule).Output()
 	if err != nil {
 		tb.Skipf("virtualkubelet: finding virtual-kubelet's source: %v", err)
 	}
-	vkDir, _, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
-	gomod, err := exec.Command(goCmd, "env", "GOMOD").Output()
+	return strings.TrimSpace(string(out))
+}
+
+// mockModule copies virtual-kubelet's module (the version this module
+// requires, from the module cache) into a directory of the test, patches
+// the copy as o says, and returns the path of a go.mod for building from
+// it: this module's go.mod (and go.sum), which gives every other
+// dependency, with a replace for the copy (go build -modfile). The copy's
+// root is the returned file's directory's "virtual-kubelet".
+func mockModule(tb testing.TB, o mockBuild) string {
+	tb.Helper()
+	vkDir := vkModuleDir(tb)
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		tb.Skipf("virtualkubelet: finding this module's go.mod: %v", err)
 	}
@@ -105,37 +134,19 @@ func buildMockWithLimits(tb testing.TB, qps, burst int, queue queueLimits) strin
 	if err := os.CopyFS(copyDir, os.DirFS(vkDir)); err != nil {
 		tb.Fatalf("virtualkubelet: copying virtual-kubelet's module: %v", err)
 	}
-	file := filepath.Join(copyDir, "node", "nodeutil", "client.go")
-	src, err := os.ReadFile(file)
-	if err != nil {
-		tb.Fatal(err)
+	if o.qps > 0 {
+		patchFile(tb, filepath.Join(copyDir, "node", "nodeutil", "client.go"), func(src string) (string, error) {
+			return patchMockClient(src, o.qps, o.burst)
+		})
 	}
-	const anchor = "\treturn kubernetes.NewForConfig(config)\n"
-	if strings.Count(string(src), anchor) != 1 {
-		tb.Fatalf("virtualkubelet: %s no longer has one %q to set the client limits before", file, strings.TrimSpace(anchor))
+	if o.queue.qps > 0 {
+		patchFile(tb, filepath.Join(copyDir, "node", "podcontroller.go"), patchMockQueues)
+		writeFile(tb, filepath.Join(copyDir, "node", "zz_podkit_bench_limiter.go"), mockQueueLimiter(o.queue))
 	}
-	patched := strings.Replace(string(src), anchor,
-		fmt.Sprintf("\tconfig.QPS, config.Burst = %d, %d // podkit's scale benchmark\n", qps, burst)+anchor, 1)
-	if err := os.WriteFile(file, []byte(patched), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	if queue.qps > 0 {
-		file := filepath.Join(copyDir, "node", "podcontroller.go")
-		src, err := os.ReadFile(file)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		const def = "workqueue.DefaultTypedControllerRateLimiter[any]()"
-		if n := strings.Count(string(src), def); n != 3 {
-			tb.Fatalf("virtualkubelet: %s has %d %q, not the three queue defaults the patch replaces", file, n, def)
-		}
-		patched := strings.ReplaceAll(string(src), def, "podkitBenchRateLimiter()")
-		if err := os.WriteFile(file, []byte(patched), 0o600); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(copyDir, "node", "zz_podkit_bench_limiter.go"), []byte(mockQueueLimiter(queue)), 0o600); err != nil {
-			tb.Fatal(err)
-		}
+	if o.podsLock {
+		mockDir := filepath.Join(copyDir, filepath.FromSlash(mockProviderDir))
+		patchFile(tb, filepath.Join(mockDir, "mock.go"), patchMockPodsLock)
+		writeFile(tb, filepath.Join(mockDir, "zz_podkit_pods_lock.go"), mockPodsLockFile)
 	}
 	modPath := strings.TrimSpace(string(gomod))
 	mod, err := os.ReadFile(modPath)
@@ -148,14 +159,172 @@ func buildMockWithLimits(tb testing.TB, qps, burst int, queue queueLimits) strin
 	}
 	mod = fmt.Appendf(mod, "\nreplace %s => %s\n", vkModule, copyDir)
 	modFile := filepath.Join(dir, "go.mod")
-	if err := os.WriteFile(modFile, mod, 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	return buildMockProgram(tb, "-modfile", modFile)
+	writeFile(tb, modFile, string(mod))
+	writeFile(tb, filepath.Join(dir, "go.sum"), string(sum))
+	return modFile
 }
+
+// patchFile replaces the file's text by patch's result; a patch's error
+// (the text it expects is not there) fails the test, naming the file.
+func patchFile(tb testing.TB, file string, patch func(string) (string, error)) {
+	tb.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	patched, err := patch(string(src))
+	if err != nil {
+		tb.Fatalf("virtualkubelet: patching %s: %v", file, err)
+	}
+	writeFile(tb, file, patched)
+}
+
+func writeFile(tb testing.TB, file, text string) {
+	tb.Helper()
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// textPatch is one replacement of a patch: old, which the source must
+// have exactly count times, by new.
+type textPatch struct {
+	old, new string
+	count    int
+}
+
+// applyPatches applies ps to src in order, or returns an error naming the
+// first old text src does not have the expected number of times.
+func applyPatches(src string, ps ...textPatch) (string, error) {
+	for _, p := range ps {
+		if n := strings.Count(src, p.old); n != p.count {
+			return "", fmt.Errorf("found %d of %q, want %d: virtual-kubelet's source is not the text the patch was written for", n, p.old, p.count)
+		}
+		src = strings.ReplaceAll(src, p.old, p.new)
+	}
+	return src, nil
+}
+
+// patchMockClient sets the client limits of virtual-kubelet's client set
+// (node/nodeutil/client.go) to qps and burst: one line added before its
+// one return of kubernetes.NewForConfig.
+func patchMockClient(src string, qps, burst int) (string, error) {
+	const anchor = "\treturn kubernetes.NewForConfig(config)\n"
+	return applyPatches(src, textPatch{
+		old:   anchor,
+		new:   fmt.Sprintf("\tconfig.QPS, config.Burst = %d, %d // podkit's scale benchmark\n", qps, burst) + anchor,
+		count: 1,
+	})
+}
+
+// patchMockQueues replaces the three queue defaults of virtual-kubelet's
+// pod controller (node/podcontroller.go) by podkitBenchRateLimiter, the
+// function of mockQueueLimiter's file.
+func patchMockQueues(src string) (string, error) {
+	return applyPatches(src, textPatch{
+		old:   "workqueue.DefaultTypedControllerRateLimiter[any]()",
+		new:   "podkitBenchRateLimiter()",
+		count: 3,
+	})
+}
+
+// mockProviderDir is the mock provider's package in virtual-kubelet's
+// module.
+const mockProviderDir = "cmd/virtual-kubelet/internal/provider/mock"
+
+// mockPodsUses is how many times virtual-kubelet v1.14.1's mock.go reads
+// or writes its pods map (p.pods): two stores (CreatePod, UpdatePod), a
+// lookup and a delete (DeletePod), a lookup (GetPod, which GetPodStatus
+// calls) and three loops over every pod (GetPods, GetStatsSummary,
+// GetMetricsResource). patchMockPodsLock guards each.
+const mockPodsUses = 8
+
+// patchMockPodsLock gives the pods map of virtual-kubelet's mock provider
+// (mock.go of mockProviderDir) a sync.RWMutex, podsMu, guarding every use
+// of the map: its stores and its delete (with DeletePod's lookup, so that
+// the lookup and the delete are one step) under the write lock, GetPod's
+// lookup under the read lock, and the three loops over every pod ranging
+// over podkitPods, a copy taken under the read lock (mockPodsLockFile,
+// which also declares the lock's type: mock.go's imports stay as they
+// are). Nothing else changes: the same calls store, find, list and delete
+// the same pods. It fails when mock.go does not use the map exactly where
+// v1.14.1 does (mockPodsUses), so that a new use cannot go unguarded.
+//
+// Without it, the mock's pod sync workers race on the map (CreatePod's
+// store against GetPod's lookup): at the scale benchmark's pace the
+// program dies of "fatal error: concurrent map read and map write".
+func patchMockPodsLock(src string) (string, error) {
+	if n := strings.Count(src, "p.pods"); n != mockPodsUses {
+		return "", fmt.Errorf("found %d uses of p.pods, want the %d the lock patch guards: virtual-kubelet's source is not the text the patch was written for", n, mockPodsUses)
+	}
+	return applyPatches(src,
+		textPatch{
+			old:   "\tpods               map[string]*v1.Pod\n",
+			new:   "\tpods               map[string]*v1.Pod\n\tpodsMu             podkitPodsLock // podkit's scale benchmark: guards pods\n",
+			count: 1,
+		},
+		textPatch{ // CreatePod, UpdatePod
+			old:   "\tp.pods[key] = pod\n",
+			new:   "\tp.podsMu.Lock()\n\tp.pods[key] = pod\n\tp.podsMu.Unlock()\n",
+			count: 2,
+		},
+		textPatch{ // DeletePod
+			old: "\tif _, exists := p.pods[key]; !exists {\n" +
+				"\t\treturn errdefs.NotFound(\"pod not found\")\n" +
+				"\t}\n" +
+				"\n" +
+				"\tnow := metav1.Now()\n" +
+				"\tdelete(p.pods, key)\n",
+			new: "\tp.podsMu.Lock()\n" +
+				"\tif _, exists := p.pods[key]; !exists {\n" +
+				"\t\tp.podsMu.Unlock()\n" +
+				"\t\treturn errdefs.NotFound(\"pod not found\")\n" +
+				"\t}\n" +
+				"\n" +
+				"\tnow := metav1.Now()\n" +
+				"\tdelete(p.pods, key)\n" +
+				"\tp.podsMu.Unlock()\n",
+			count: 1,
+		},
+		textPatch{ // GetPod (pod is its named result)
+			old:   "\tif pod, ok := p.pods[key]; ok {\n",
+			new:   "\tp.podsMu.RLock()\n\tpod, ok := p.pods[key]\n\tp.podsMu.RUnlock()\n\tif ok {\n",
+			count: 1,
+		},
+		textPatch{ // GetPods, GetStatsSummary, GetMetricsResource
+			old:   "range p.pods {",
+			new:   "range p.podkitPods() {",
+			count: 3,
+		},
+	)
+}
+
+// mockPodsLockFile is the file patchMockPodsLock's build adds to the mock
+// provider's package.
+const mockPodsLockFile = `package mock
+
+import (
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Added by podkit's scale benchmark: the type of MockProvider.podsMu,
+// which guards MockProvider.pods.
+type podkitPodsLock = sync.RWMutex
+
+// podkitPods is every pod of p.pods, copied under p.podsMu, for the loops
+// over every pod.
+func (p *MockProvider) podkitPods() []*v1.Pod {
+	p.podsMu.RLock()
+	defer p.podsMu.RUnlock()
+	pods := make([]*v1.Pod, 0, len(p.pods))
+	for _, pod := range p.pods {
+		pods = append(pods, pod)
+	}
+	return pods
+}
+`
 
 // startCountingProxy serves, on a loopback port, a reverse proxy to the
 // API server of upstream, with upstream's credentials, counting every
