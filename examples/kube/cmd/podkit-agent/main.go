@@ -123,8 +123,12 @@ func run() error {
 		grace        = flag.Duration("shutdown-grace-period", 30*time.Second, "on an explicit node shutdown (SIGUSR1 or podkit-agent shutdown), how long stopping the pods may take in all; each gets its terminationGracePeriodSeconds within it")
 		critical     = flag.Duration("shutdown-grace-period-critical-pods", 10*time.Second, "the part of --shutdown-grace-period kept for critical pods, stopped last")
 		debugAddr    = flag.String("debug-address", "", "a loopback host:port (such as 127.0.0.1:6060) to serve Go's profiles (/debug/pprof/) and counters (/debug/vars: memory, goroutines, the API requests sent) on, without authentication (empty: not served)")
+		memoryLimit  = flag.String("memory-limit", "", "a soft limit on the Go runtime's memory (heap, stacks; not the binary's pages), such as 32Mi: the garbage collector works harder near it, as with GOMEMLIMIT (empty: GOMEMLIMIT's, by default none)")
 	)
 	flag.Parse()
+	if err := memoryLimitSetting(*memoryLimit); err != nil {
+		return err
+	}
 	if *nodeName == "" {
 		return fmt.Errorf("--node-name is required (the hostname is unknown)")
 	}
@@ -147,6 +151,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(*verbosity)))
+	logPaging(logger)
 
 	cfg, joined, err := clientConfig(ctx, *kubeconfig, *nodeName, *stateDir, logger)
 	defer joined.stop()
