@@ -42,11 +42,14 @@
 // Go's profiles (go tool pprof -top -inuse_space
 // http://127.0.0.1:6060/debug/pprof/heap) and counters (/debug/vars: the
 // Go runtime's memory statistics, goroutines, the API requests sent by
-// verb and resource) on a loopback address, without authentication. The
-// Go runtime's own knobs apply: GOGC, and GOMEMLIMIT (a soft limit on the
-// agent's memory, such as GOMEMLIMIT=24MiB, that makes the garbage
-// collector work harder near it). See examples/kube's README, "The
-// agent's footprint".
+// verb and resource) on a loopback address, without authentication.
+// --memory-limit 24Mi (or GOMEMLIMIT=24MiB) sets a soft limit on the Go
+// runtime's memory that makes the garbage collector work harder near it;
+// GOGC applies too. The agent has the kernel page its own binary in at
+// random (madvise MADV_RANDOM), so that only the pages it runs are
+// resident, not the read-ahead around them; PODKIT_BINARY_PAGING=readahead
+// keeps the kernel's default. See examples/kube's README, "The agent's
+// footprint".
 //
 // SIGUSR1, or
 //
