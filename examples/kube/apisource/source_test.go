@@ -1,61 +1,36 @@
-package apisource_test
+package apisource
 
 import (
-	"context"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
-
-	"github.com/podkit/podkit/examples/kube/apisource"
-	"github.com/podkit/podkit/lifecycle/podconfig"
 )
 
-// The pods a Source sends carry no managed fields: nothing on a node
-// reads them, and the informer would keep a few KiB of them per pod.
-func TestSourceDropsManagedFields(t *testing.T) {
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "p", Namespace: "default", UID: "uid-p",
-			Annotations:   map[string]string{"a": "kept"},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}},
-		},
-		Spec: v1.PodSpec{NodeName: "node-1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
-	}
-	client := fake.NewClientset(pod)
-	src, err := apisource.New(client.CoreV1(), "node-1", apisource.Options{})
+// The informer's transform drops a pod's managed fields, which nothing on
+// a node reads, and keeps the rest; what is not a pod passes as it came.
+func TestDropManagedFields(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: "p", Namespace: "default",
+		Annotations:   map[string]string{"a": "kept"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}},
+	}}
+	got, err := dropManagedFields(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	got := make(chan []*v1.Pod, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- src.Run(ctx, podconfig.PodSinkFunc(func(_ context.Context, _ string, pods []*v1.Pod) error {
-			copies := make([]*v1.Pod, len(pods))
-			for i, p := range pods {
-				copies[i] = p.DeepCopy()
-			}
-			select {
-			case got <- copies:
-			default:
-			}
-			return nil
-		}))
-	}()
-	pods := <-got
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
+	p, ok := got.(*v1.Pod)
+	if !ok {
+		t.Fatalf("dropManagedFields returned a %T, want *v1.Pod", got)
 	}
-	if len(pods) != 1 {
-		t.Fatalf("the first snapshot has %d pods, want 1", len(pods))
+	if p.ManagedFields != nil {
+		t.Errorf("the pod's managed fields were kept: %v", p.ManagedFields)
 	}
-	if mf := pods[0].ManagedFields; mf != nil {
-		t.Errorf("the pod's managed fields were kept: %v", mf)
+	if p.Name != "p" || p.Annotations["a"] != "kept" {
+		t.Errorf("the pod changed beyond its managed fields: %+v", p.ObjectMeta)
 	}
-	if a := pods[0].Annotations["a"]; a != "kept" {
-		t.Errorf("the pod's annotation a = %q, want kept", a)
+	marker := "not a pod"
+	if got, err := dropManagedFields(marker); err != nil || got != marker {
+		t.Errorf("dropManagedFields(%q) = %v, %v; want it back unchanged", marker, got, err)
 	}
 }

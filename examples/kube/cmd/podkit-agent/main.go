@@ -232,6 +232,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// What the inits and the set-up touched of the binary is not what the
+	// agent runs from now on.
+	releasePaging(logger)
 	// An explicit node shutdown (SIGUSR1, or podkit-agent shutdown on the
 	// socket) stops the pods within the budget, then ends the agent.
 	ctx, shutDown := context.WithCancel(ctx)

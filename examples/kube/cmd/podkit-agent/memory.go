@@ -47,3 +47,17 @@ func logPaging(log logr.Logger) {
 		log.V(1).Info("The agent's binary is paged at random", "bytes", n)
 	}
 }
+
+// releasePaging drops the binary's pages resident after the set-up
+// (binpaging.Release), unless PODKIT_BINARY_PAGING says readahead.
+func releasePaging(log logr.Logger) {
+	if n, err := binpaging.Applied(); n == 0 || err != nil {
+		return
+	}
+	n, err := binpaging.Release()
+	if err != nil {
+		log.Error(err, "The agent's binary keeps its pages")
+		return
+	}
+	log.V(1).Info("Released the binary's pages resident after the set-up", "bytes", n)
+}

@@ -51,13 +51,51 @@ func Applied() (int, error) { return advised, advisedErr }
 
 // Random advises the kernel (madvise MADV_RANDOM) that the running
 // program's read-only mappings of its own binary, its code and read-only
-// data, are read at random. It returns how many bytes it advised; the
-// error is for /proc/self/maps that cannot be read or parsed, or a
+// data, are read at random: a page fault then reads the page it needs, not
+// the read-ahead window around it. It returns how many bytes it advised;
+// the error is for /proc/self/maps that cannot be read or parsed, or a
 // madvise the kernel refused. The pages already resident stay.
 //
-// The package's init calls it; call it again after mapping more of the
-// binary. It is safe to call from any goroutine, and more than once.
-func Random() (int, error) {
+// The package's init calls it. It is safe to call from any goroutine, and
+// more than once.
+func Random() (int, error) { return adviseBinary(syscall.MADV_RANDOM) }
+
+// Release drops the running program's resident pages of its own binary's
+// read-only mappings (madvise MADV_DONTNEED: they are never written, so a
+// later access reads them again from the file), and asks the kernel to
+// drop the binary's pages it caches and no process maps (fadvise
+// POSIX_FADV_DONTNEED). Call it once the program has started (its inits,
+// its set-up), so that what stays resident is what it runs from then on.
+// It returns how many bytes of mappings it released; the error is as
+// Random's, or for a binary that cannot be opened.
+//
+// Safe to call from any goroutine, at any time: the code running then
+// faults its pages back in.
+func Release() (int, error) {
+	n, err := adviseBinary(syscall.MADV_DONTNEED)
+	if err != nil {
+		return n, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return n, fmt.Errorf("binpaging: %w", err)
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return n, fmt.Errorf("binpaging: %w", err)
+	}
+	defer f.Close()
+	const fadvDontNeed = 4 // POSIX_FADV_DONTNEED on Linux
+	if _, _, errno := syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, fadvDontNeed, 0, 0); errno != 0 {
+		return n, fmt.Errorf("binpaging: fadvise %s: %w", exe, errno)
+	}
+	return n, nil
+}
+
+// adviseBinary applies madvise advice to each read-only mapping of the
+// running program's binary, and returns the bytes advised. Never the
+// writable ones: MADV_DONTNEED would drop their data.
+func adviseBinary(advice int) (int, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return 0, fmt.Errorf("binpaging: %w", err)
@@ -84,7 +122,7 @@ func Random() (int, error) {
 		if err1 != nil || err2 != nil || end <= start {
 			return advised, fmt.Errorf("binpaging: /proc/self/maps: bad range %q", fields[0])
 		}
-		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(start), uintptr(end-start), syscall.MADV_RANDOM); errno != 0 {
+		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(start), uintptr(end-start), uintptr(advice)); errno != 0 {
 			return advised, fmt.Errorf("binpaging: madvise %s: %w", fields[0], errno)
 		}
 		advised += int(end - start)

@@ -2,6 +2,7 @@ package binpaging_test
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -57,4 +58,53 @@ func TestRandomAdvisesTheBinarysReadOnlyMappings(t *testing.T) {
 	if readOnly == 0 {
 		t.Fatalf("found no read-only mapping of %s in /proc/self/smaps", exe)
 	}
+}
+
+// Release drops the resident pages of the binary's read-only mappings:
+// fewer are resident right after it than before, and the program goes on
+// running (its code faults back in).
+func TestReleaseDropsTheBinarysResidentPages(t *testing.T) {
+	before := residentReadOnly(t)
+	if before == 0 {
+		t.Fatal("no resident page of the binary's read-only mappings before Release")
+	}
+	n, err := binpaging.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("Release released no mapping")
+	}
+	if after := residentReadOnly(t); after >= before {
+		t.Errorf("resident KiB of the binary's read-only mappings: %d before Release, %d after; want fewer", before, after)
+	}
+}
+
+// residentReadOnly returns the resident KiB of the running binary's
+// read-only mappings, from /proc/self/smaps.
+func residentReadOnly(t *testing.T) int {
+	t.Helper()
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kib, mine := 0, false
+	for line := range strings.Lines(string(raw)) {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 5 && strings.Contains(fields[0], "-"):
+			mine = len(fields) >= 6 && strings.Join(fields[5:], " ") == exe && !strings.Contains(fields[1], "w")
+		case mine && len(fields) == 3 && fields[0] == "Rss:":
+			n, err := strconv.Atoi(fields[1])
+			if err != nil {
+				t.Fatalf("smaps: %q: %v", line, err)
+			}
+			kib += n
+		}
+	}
+	return kib
 }
