@@ -1,21 +1,24 @@
-// Package binpaging tells the kernel how a program reads its own binary:
-// at random, so that a page fault maps the page it needs rather than the
-// read-ahead window around it.
+// Package binpaging keeps a program's own binary from staying resident
+// beyond the pages it runs.
 //
 // A Go program of client-go's size has tens of MiB of code and read-only
-// data, of which it runs a small part, scattered: each page fault on it
-// reads ahead (128 KiB by default) and maps the neighbouring pages that
-// came in with it (fault-around, 64 KiB). Most of those pages are never
-// used, yet count in the program's resident memory (RssFile). With
-// MADV_RANDOM on the binary's mappings the kernel reads and maps only the
-// pages touched: a smaller RSS, for more (smaller) reads while the
-// program first runs.
+// data, of which it runs a small part, scattered. Yet most of it ends up
+// resident (RssFile): protobuf's internal/detrand init reads eight samples
+// spread over the binary, and each read brings the kernel's read-ahead
+// window along (read_ahead_kb: 128 KiB on many disks, 8 MiB on some virtual
+// ones), so that much of the binary sits in the page cache, in large folios
+// that later page faults map whole or by fault-around. Release, once the
+// program is set up, drops the resident pages of the binary's read-only
+// mappings and its cached pages; from then on, with the MADV_RANDOM advice
+// the package's init gives (Random), a fault reads and maps the page it
+// needs rather than a read-ahead window.
 //
 // A program that imports the package advises at its init, before the
-// packages that import it (and the heavy inits of client-go's schemes)
-// run, unless EnvVar says readahead; Applied says what it did. The
-// program's runs of itself (the process runtime's log shims and sandbox
-// stages, started with an environment of their own) are advised too.
+// packages that import it run, unless EnvVar says readahead; Applied says
+// what it did. The program's runs of itself (the process runtime's log
+// shims and sandbox stages, started with an environment of their own) are
+// advised too. Random alone does not shrink the RSS: detrand's reads come
+// before it.
 package binpaging
 
 import (
