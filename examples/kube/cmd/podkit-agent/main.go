@@ -45,9 +45,10 @@
 // verb and resource) on a loopback address, without authentication.
 // --memory-limit 24Mi (or GOMEMLIMIT=24MiB) sets a soft limit on the Go
 // runtime's memory that makes the garbage collector work harder near it;
-// GOGC applies too. The agent has the kernel page its own binary in at
-// random (madvise MADV_RANDOM), so that only the pages it runs are
-// resident, not the read-ahead around them; PODKIT_BINARY_PAGING=readahead
+// GOGC applies too. Once set up, the agent drops the pages of its own
+// binary that its start made resident, and has the kernel page the binary
+// in at random from then on (madvise MADV_DONTNEED, then MADV_RANDOM), so
+// that what stays resident is what it runs; PODKIT_BINARY_PAGING=readahead
 // keeps the kernel's default. See examples/kube's README, "The agent's
 // footprint".
 //

@@ -12,10 +12,10 @@ import (
 
 // The agent's memory. Most of its resident memory is its binary: tens of
 // MiB of client-go's code and read-only data, of which it runs a scattered
-// part. With the kernel's read-ahead each page fault on it maps the pages
-// around the one needed too; package binpaging, at init, has the kernel
-// map only the pages touched (PODKIT_BINARY_PAGING=readahead keeps the
-// kernel's way). The rest is the Go runtime's, whose garbage collector
+// part, but its start (protobuf's init reads samples of the binary, with
+// the kernel's read-ahead) makes most of it resident; package binpaging
+// advises random paging at init and releases those pages once the agent is
+// set up (PODKIT_BINARY_PAGING=readahead keeps the kernel's way). The rest is the Go runtime's, whose garbage collector
 // lets the heap grow to twice what is live (GOGC=100) unless a soft limit
 // (--memory-limit, GOMEMLIMIT) holds it back.
 
