@@ -36,6 +36,8 @@ const (
 	footprintSettle = 20 * time.Second
 )
 
+var footprintArgs = flag.String("footprint.args", "", "BenchmarkAgentFootprint: extra podkit-agent flags for every agent, space-separated (such as --binary-paging readahead), to measure a setting")
+
 var footprintProfiles = flag.String("footprint.profiles", "", "BenchmarkAgentFootprint: a directory to write each agent's heap profile to (heap-<sub-benchmark>-<iteration>.pprof), for go tool pprof")
 
 // A footprintCase is one sub-benchmark: the agent's extra flags and the
@@ -65,11 +67,18 @@ type footprintCase struct {
 //	token           the default pod: a projected service account token (one
 //	                TokenRequest per pod, a watch of kube-root-ca.crt) and
 //	                service links
+//	token/services  token, and footprintPods Services of two ports in the
+//	                pods' namespace: the Services watch's cache, and each
+//	                pod's service variables (13 per Service)
 //	objects         token, and each pod an env var from a config map of its
 //	                own and a secret volume of its own (two per-object watches
 //	                per pod)
 //	objects/sandbox-off      objects, with --sandbox off
 //	objects/kubelet-api-off  objects, without the kubelet API (no --client-ca-file)
+//
+// It also reports how long the agent took from its start to its Node
+// Ready (ready-s). -footprint.args adds flags to every agent, to measure a
+// setting against the default.
 //
 // Every iteration runs a fresh agent (a node of its own) and namespace,
 // from a binary out of the page cache (dropPageCache).
@@ -124,9 +133,21 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		}
 		return nil
 	}
+	createServices := func(ctx context.Context, cs kubernetes.Interface, ns string) error {
+		for i := range footprintPods {
+			svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%02d", i)}, Spec: v1.ServiceSpec{Ports: []v1.ServicePort{
+				{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}, {Name: "metrics", Port: 9090, Protocol: v1.ProtocolTCP},
+			}}}
+			if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	cases := []footprintCase{
 		{name: "plain", pod: plain},
 		{name: "token", pod: token},
+		{name: "token/services", pod: token, objects: createServices},
 		{name: "objects", pod: objects, objects: createObjects},
 		{name: "objects/sandbox-off", flags: []string{"--sandbox", "off"}, pod: objects, objects: createObjects},
 		{name: "objects/kubelet-api-off", flags: []string{"--no-kubelet-api"}, pod: objects, objects: createObjects},
@@ -134,11 +155,11 @@ func BenchmarkAgentFootprint(b *testing.B) {
 	run := 0
 	for _, fc := range cases {
 		b.Run(fc.name, func(b *testing.B) {
-			var rss, hwm, anon, file, heap, goroutines, requests, p99 []float64
+			var ready, rss, hwm, anon, file, heap, goroutines, requests, p99 []float64
 			for i := range b.N {
 				run++
 				f := measureFootprint(b, c, fc, fmt.Sprintf("fp-%d", run), fmt.Sprintf("%s-%d", filepath.Base(fc.name), i))
-				rss, hwm, heap = append(rss, f.rss), append(hwm, f.hwm), append(heap, f.heap)
+				ready, rss, hwm, heap = append(ready, f.ready), append(rss, f.rss), append(hwm, f.hwm), append(heap, f.heap)
 				anon, file = append(anon, f.anon), append(file, f.file)
 				goroutines, requests, p99 = append(goroutines, f.goroutines), append(requests, f.requests), append(p99, f.p99)
 				b.ReportMetric(f.startRSS, "start-rss-MiB")
@@ -152,6 +173,7 @@ func BenchmarkAgentFootprint(b *testing.B) {
 					b.ReportMetric(values[len(values)-1]-values[0], unit+"-spread")
 				}
 			}
+			report(ready, "ready-s")
 			report(rss, "rss-MiB")
 			report(hwm, "peak-rss-MiB")
 			report(anon, "rss-anon-MiB")
@@ -166,6 +188,7 @@ func BenchmarkAgentFootprint(b *testing.B) {
 
 // footprint is what one agent run measured.
 type footprint struct {
+	ready                    float64 // seconds from the agent's start to its Node Ready
 	startRSS, rss, hwm, heap float64 // MiB
 	anon, file               float64 // MiB: rss's anonymous memory, and the binary's pages
 
@@ -182,7 +205,9 @@ func measureFootprint(b *testing.B, c *clustertest.Cluster, fc footprintCase, na
 	defer cancel()
 	dir := b.TempDir()
 	debug := freeLoopbackAddress(b)
-	pid, stop := startFootprintAgent(b, c, name, dir, append([]string{"--debug-address", debug}, fc.flags...))
+	args := append([]string{"--debug-address", debug}, fc.flags...)
+	args = append(args, strings.Fields(*footprintArgs)...)
+	pid, ready, stop := startFootprintAgent(b, c, name, dir, args)
 	defer stop()
 	admin := c.Admin()
 	ns := "fp-" + name
@@ -235,7 +260,7 @@ func measureFootprint(b *testing.B, c *clustertest.Cluster, fc footprintCase, na
 		}
 	}
 	b.StopTimer()
-	var f footprint
+	f := footprint{ready: ready.Seconds()}
 	slices.Sort(lat)
 	f.p50, f.p99 = lat[len(lat)/2].Seconds(), lat[min(len(lat)-1, len(lat)*99/100)].Seconds()
 	startVars := debugVars(b, debug)
@@ -365,7 +390,7 @@ func freeLoopbackAddress(b *testing.B) string {
 // startFootprintAgent runs the podkit-agent command as node name with the
 // kubelet API and args, as startAgentProcess does, until the returned stop
 // is called; it returns once the node is Ready.
-func startFootprintAgent(b *testing.B, c *clustertest.Cluster, name, dir string, args []string) (int, func()) {
+func startFootprintAgent(b *testing.B, c *clustertest.Cluster, name, dir string, args []string) (int, time.Duration, func()) {
 	bin := buildOnce(b, "github.com/podkit/podkit/examples/kube/cmd/podkit-agent")
 	dropPageCache(b, bin)
 	cfg, err := c.NodeConfig(name)
@@ -388,6 +413,7 @@ func startFootprintAgent(b *testing.B, c *clustertest.Cluster, name, dir string,
 		base = append(base, "--client-ca-file", caFile)
 	}
 	cmd := exec.Command(bin, append(base, args...)...)
+	start := time.Now()
 	stopAgent := runAgentCommand(b, cmd, dir)
 	stop := func() {
 		stopAgent()
@@ -406,5 +432,5 @@ func startFootprintAgent(b *testing.B, c *clustertest.Cluster, name, dir string,
 		stop()
 		b.Fatalf("the podkit-agent node did not become Ready: %v", err)
 	}
-	return cmd.Process.Pid, stop
+	return cmd.Process.Pid, time.Since(start), stop
 }

@@ -111,6 +111,7 @@ func (s *Source) Run(ctx context.Context, sink podconfig.PodSink) error {
 		Logger:        &logger,
 		ListerWatcher: ListerWatcher(s.pods, s.nodeName),
 		ObjectType:    &v1.Pod{},
+		Transform:     dropManagedFields,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { poke() },
 			UpdateFunc: func(any, any) { poke() },
@@ -143,6 +144,17 @@ func (s *Source) Run(ctx context.Context, sink podconfig.PodSink) error {
 		case <-changed:
 		}
 	}
+}
+
+// dropManagedFields is the informer's transform: a pod without its
+// managed fields (server-side apply's record of who set what, a few KiB
+// per pod that nothing on a node reads), anything else as it came. The
+// informer owns the decoded pod, so it is changed in place.
+func dropManagedFields(obj any) (any, error) {
+	if pod, ok := obj.(*v1.Pod); ok {
+		pod.ManagedFields = nil
+	}
+	return obj, nil
 }
 
 // snapshot returns the pods in store, in a stable order. The pods are the

@@ -42,11 +42,15 @@
 // Go's profiles (go tool pprof -top -inuse_space
 // http://127.0.0.1:6060/debug/pprof/heap) and counters (/debug/vars: the
 // Go runtime's memory statistics, goroutines, the API requests sent by
-// verb and resource) on a loopback address, without authentication. The
-// Go runtime's own knobs apply: GOGC, and GOMEMLIMIT (a soft limit on the
-// agent's memory, such as GOMEMLIMIT=24MiB, that makes the garbage
-// collector work harder near it). See examples/kube's README, "The
-// agent's footprint".
+// verb and resource) on a loopback address, without authentication.
+// --memory-limit 24Mi (or GOMEMLIMIT=24MiB) sets a soft limit on the Go
+// runtime's memory that makes the garbage collector work harder near it;
+// GOGC applies too. Once set up, the agent drops the pages of its own
+// binary that its start made resident, and has the kernel page the binary
+// in at random from then on (madvise MADV_DONTNEED, then MADV_RANDOM), so
+// that what stays resident is what it runs; PODKIT_BINARY_PAGING=readahead
+// keeps the kernel's default. See examples/kube's README, "The agent's
+// footprint".
 //
 // SIGUSR1, or
 //
@@ -125,8 +129,12 @@ func run() error {
 		critical     = flag.Duration("shutdown-grace-period-critical-pods", 10*time.Second, "the part of --shutdown-grace-period kept for critical pods, stopped last")
 		runtimeFlag  = flag.String("runtime", string(agent.RuntimeProcess), "the pod runtime: process (each container a local process) or hollow (no process at all: each pod goes through the same lifecycle, status writes and events, its containers only pretend to run; the hollow node of scalability tests, kubemark's; the flags of the process runtime are then ignored)")
 		debugAddr    = flag.String("debug-address", "", "a loopback host:port (such as 127.0.0.1:6060) to serve Go's profiles (/debug/pprof/) and counters (/debug/vars: memory, goroutines, the API requests sent) on, without authentication (empty: not served)")
+		memoryLimit  = flag.String("memory-limit", "", "a soft limit on the Go runtime's memory (heap, stacks; not the binary's pages), such as 32Mi: the garbage collector works harder near it, as with GOMEMLIMIT (empty: GOMEMLIMIT's, by default none)")
 	)
 	flag.Parse()
+	if err := memoryLimitSetting(*memoryLimit); err != nil {
+		return err
+	}
 	if *nodeName == "" {
 		return fmt.Errorf("--node-name is required (the hostname is unknown)")
 	}
@@ -159,6 +167,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(*verbosity)))
+	logPaging(logger)
 
 	cfg, joined, err := clientConfig(ctx, *kubeconfig, *nodeName, *stateDir, logger)
 	defer joined.stop()
@@ -238,6 +247,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// What the inits and the set-up touched of the binary is not what the
+	// agent runs from now on.
+	releasePaging(logger)
 	// An explicit node shutdown (SIGUSR1, or podkit-agent shutdown on the
 	// socket) stops the pods within the budget, then ends the agent.
 	ctx, shutDown := context.WithCancel(ctx)

@@ -1,0 +1,137 @@
+// Package binpaging keeps a program's own binary from staying resident
+// beyond the pages it runs.
+//
+// A Go program of client-go's size has tens of MiB of code and read-only
+// data, of which it runs a small part, scattered. Yet most of it ends up
+// resident (RssFile): protobuf's internal/detrand init reads eight samples
+// spread over the binary, and each read brings the kernel's read-ahead
+// window along (read_ahead_kb: 128 KiB on many disks, 8 MiB on some virtual
+// ones), so that much of the binary sits in the page cache, in large folios
+// that later page faults map whole or by fault-around. Release, once the
+// program is set up, drops the resident pages of the binary's read-only
+// mappings and its cached pages; from then on, with the MADV_RANDOM advice
+// the package's init gives (Random), a fault reads and maps the page it
+// needs rather than a read-ahead window.
+//
+// A program that imports the package advises at its init, before the
+// packages that import it run, unless EnvVar says readahead; Applied says
+// what it did. The program's runs of itself (the process runtime's log
+// shims and sandbox stages, started with an environment of their own) are
+// advised too. Random alone does not shrink the RSS: detrand's reads come
+// before it.
+package binpaging
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// EnvVar is the environment variable that chooses the paging at init:
+// "readahead" keeps the kernel's default; anything else, or unset, is
+// random.
+const EnvVar = "PODKIT_BINARY_PAGING"
+
+var (
+	advised    int
+	advisedErr error
+)
+
+func init() {
+	if os.Getenv(EnvVar) == "readahead" {
+		return
+	}
+	advised, advisedErr = Random()
+}
+
+// Applied returns what the package's init advised: the bytes of the
+// binary's mappings made random (0 with EnvVar=readahead) and Random's
+// error. Safe to call from any goroutine.
+func Applied() (int, error) { return advised, advisedErr }
+
+// Random advises the kernel (madvise MADV_RANDOM) that the running
+// program's read-only mappings of its own binary, its code and read-only
+// data, are read at random: a page fault then reads the page it needs, not
+// the read-ahead window around it. It returns how many bytes it advised;
+// the error is for /proc/self/maps that cannot be read or parsed, or a
+// madvise the kernel refused. The pages already resident stay.
+//
+// The package's init calls it. It is safe to call from any goroutine, and
+// more than once.
+func Random() (int, error) { return adviseBinary(syscall.MADV_RANDOM) }
+
+// Release drops the running program's resident pages of its own binary's
+// read-only mappings (madvise MADV_DONTNEED: they are never written, so a
+// later access reads them again from the file), and asks the kernel to
+// drop the binary's pages it caches and no process maps (fadvise
+// POSIX_FADV_DONTNEED). Call it once the program has started (its inits,
+// its set-up), so that what stays resident is what it runs from then on.
+// It returns how many bytes of mappings it released; the error is as
+// Random's, or for a binary that cannot be opened.
+//
+// Safe to call from any goroutine, at any time: the code running then
+// faults its pages back in.
+func Release() (int, error) {
+	n, err := adviseBinary(syscall.MADV_DONTNEED)
+	if err != nil {
+		return n, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return n, fmt.Errorf("binpaging: %w", err)
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return n, fmt.Errorf("binpaging: %w", err)
+	}
+	defer f.Close()
+	const fadvDontNeed = 4 // POSIX_FADV_DONTNEED on Linux
+	if _, _, errno := syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, fadvDontNeed, 0, 0); errno != 0 {
+		return n, fmt.Errorf("binpaging: fadvise %s: %w", exe, errno)
+	}
+	return n, nil
+}
+
+// adviseBinary applies madvise advice to each read-only mapping of the
+// running program's binary, and returns the bytes advised. Never the
+// writable ones: MADV_DONTNEED would drop their data.
+func adviseBinary(advice int) (int, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return 0, fmt.Errorf("binpaging: %w", err)
+	}
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return 0, fmt.Errorf("binpaging: %w", err)
+	}
+	defer f.Close()
+	advised := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// 00400000-01fbf000 r-xp 00000000 fd:00 1234   /path/to/binary
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || strings.Join(fields[5:], " ") != exe || strings.Contains(fields[1], "w") {
+			continue
+		}
+		lo, hi, ok := strings.Cut(fields[0], "-")
+		if !ok {
+			return advised, fmt.Errorf("binpaging: /proc/self/maps: bad range %q", fields[0])
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || end <= start {
+			return advised, fmt.Errorf("binpaging: /proc/self/maps: bad range %q", fields[0])
+		}
+		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(start), uintptr(end-start), uintptr(advice)); errno != 0 {
+			return advised, fmt.Errorf("binpaging: madvise %s: %w", fields[0], errno)
+		}
+		advised += int(end - start)
+	}
+	if err := sc.Err(); err != nil {
+		return advised, fmt.Errorf("binpaging: /proc/self/maps: %w", err)
+	}
+	return advised, nil
+}
