@@ -56,7 +56,7 @@ func Applied() (int, error) { return advised, advisedErr }
 // program's read-only mappings of its own binary, its code and read-only
 // data, are read at random: a page fault then reads the page it needs, not
 // the read-ahead window around it. It returns how many bytes it advised;
-// the error is for /proc/self/maps that cannot be read or parsed, or a
+// the error is for /proc/self/smaps that cannot be read or parsed, or a
 // madvise the kernel refused. The pages already resident stay.
 //
 // The package's init calls it. It is safe to call from any goroutine, and
@@ -96,42 +96,63 @@ func Release() (int, error) {
 }
 
 // adviseBinary applies madvise advice to each read-only mapping of the
-// running program's binary, and returns the bytes advised. Never the
-// writable ones: MADV_DONTNEED would drop their data.
+// running program's binary that holds only the file's own pages, and
+// returns the bytes advised. Never the writable ones, nor a read-only one
+// with pages of its own (Anonymous in /proc/self/smaps: a RELRO segment
+// the dynamic loader relocated before making it read-only, in a PIE or
+// externally linked build): MADV_DONTNEED would drop their data.
 func adviseBinary(advice int) (int, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return 0, fmt.Errorf("binpaging: %w", err)
 	}
-	f, err := os.Open("/proc/self/maps")
+	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return 0, fmt.Errorf("binpaging: %w", err)
 	}
 	defer f.Close()
-	advised := 0
+	var ranges [][2]uintptr
+	var cur *[2]uintptr // the binary's read-only mapping being read, if any
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// 00400000-01fbf000 r-xp 00000000 fd:00 1234   /path/to/binary
+		// followed by "Key:   value kB" lines.
 		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		if strings.HasSuffix(fields[0], ":") {
+			if cur != nil && fields[0] == "Anonymous:" && len(fields) > 1 && fields[1] != "0" {
+				ranges = ranges[:len(ranges)-1] // pages of its own: leave it
+				cur = nil
+			}
+			continue
+		}
+		cur = nil
 		if len(fields) < 6 || strings.Join(fields[5:], " ") != exe || strings.Contains(fields[1], "w") {
 			continue
 		}
 		lo, hi, ok := strings.Cut(fields[0], "-")
 		if !ok {
-			return advised, fmt.Errorf("binpaging: /proc/self/maps: bad range %q", fields[0])
+			return 0, fmt.Errorf("binpaging: /proc/self/smaps: bad range %q", fields[0])
 		}
 		start, err1 := strconv.ParseUint(lo, 16, 64)
 		end, err2 := strconv.ParseUint(hi, 16, 64)
 		if err1 != nil || err2 != nil || end <= start {
-			return advised, fmt.Errorf("binpaging: /proc/self/maps: bad range %q", fields[0])
+			return 0, fmt.Errorf("binpaging: /proc/self/smaps: bad range %q", fields[0])
 		}
-		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(start), uintptr(end-start), uintptr(advice)); errno != 0 {
-			return advised, fmt.Errorf("binpaging: madvise %s: %w", fields[0], errno)
-		}
-		advised += int(end - start)
+		ranges = append(ranges, [2]uintptr{uintptr(start), uintptr(end)})
+		cur = &ranges[len(ranges)-1]
 	}
 	if err := sc.Err(); err != nil {
-		return advised, fmt.Errorf("binpaging: /proc/self/maps: %w", err)
+		return 0, fmt.Errorf("binpaging: /proc/self/smaps: %w", err)
+	}
+	advised := 0
+	for _, r := range ranges {
+		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, r[0], r[1]-r[0], uintptr(advice)); errno != 0 {
+			return advised, fmt.Errorf("binpaging: madvise %x-%x: %w", r[0], r[1], errno)
+		}
+		advised += int(r[1] - r[0])
 	}
 	return advised, nil
 }
