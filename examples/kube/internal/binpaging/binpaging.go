@@ -102,57 +102,94 @@ func Release() (int, error) {
 // the dynamic loader relocated before making it read-only, in a PIE or
 // externally linked build): MADV_DONTNEED would drop their data.
 func adviseBinary(advice int) (int, error) {
+	maps, err := Mappings()
+	if err != nil {
+		return 0, err
+	}
+	advised := 0
+	for _, m := range maps {
+		if m.Writable() || m.KiB["Anonymous"] > 0 {
+			continue
+		}
+		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, m.Start, m.End-m.Start, uintptr(advice)); errno != 0 {
+			return advised, fmt.Errorf("binpaging: madvise %x-%x: %w", m.Start, m.End, errno)
+		}
+		advised += int(m.End - m.Start)
+	}
+	return advised, nil
+}
+
+// Mapping is one mapping of the running program's binary, as
+// /proc/self/smaps describes it.
+type Mapping struct {
+	// Start and End are its addresses, End excluded.
+	Start, End uintptr
+	// Perms is its permissions, such as "r-xp".
+	Perms string
+	// KiB holds its "Key: N kB" lines (Rss, Anonymous, ...) by key.
+	KiB map[string]int
+	// VmFlags is its VmFlags line's flags, such as "rd", "ex", "rr".
+	VmFlags []string
+}
+
+// Writable reports whether the mapping may be written.
+func (m Mapping) Writable() bool { return strings.Contains(m.Perms, "w") }
+
+// Mappings returns the running program's mappings of its own binary, in
+// the order of /proc/self/smaps. The error is for a /proc/self/smaps that
+// cannot be read or parsed. Safe to call from any goroutine.
+func Mappings() ([]Mapping, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
-		return 0, fmt.Errorf("binpaging: %w", err)
+		return nil, fmt.Errorf("binpaging: %w", err)
 	}
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
-		return 0, fmt.Errorf("binpaging: %w", err)
+		return nil, fmt.Errorf("binpaging: %w", err)
 	}
 	defer f.Close()
-	var ranges [][2]uintptr
-	var cur *[2]uintptr // the binary's read-only mapping being read, if any
+	var maps []Mapping
+	var cur *Mapping // the binary's mapping being read, if any
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// 00400000-01fbf000 r-xp 00000000 fd:00 1234   /path/to/binary
-		// followed by "Key:   value kB" lines.
+		// followed by "Key:   N kB" lines and "VmFlags: rd ex ...".
 		fields := strings.Fields(sc.Text())
 		if len(fields) == 0 {
 			continue
 		}
-		if strings.HasSuffix(fields[0], ":") {
-			if cur != nil && fields[0] == "Anonymous:" && len(fields) > 1 && fields[1] != "0" {
-				ranges = ranges[:len(ranges)-1] // pages of its own: leave it
-				cur = nil
+		if key, ok := strings.CutSuffix(fields[0], ":"); ok {
+			switch {
+			case cur == nil:
+			case key == "VmFlags":
+				cur.VmFlags = fields[1:]
+			case len(fields) == 3 && fields[2] == "kB":
+				n, err := strconv.Atoi(fields[1])
+				if err != nil {
+					return nil, fmt.Errorf("binpaging: /proc/self/smaps: %q: %w", sc.Text(), err)
+				}
+				cur.KiB[key] = n
 			}
 			continue
 		}
 		cur = nil
-		if len(fields) < 6 || strings.Join(fields[5:], " ") != exe || strings.Contains(fields[1], "w") {
+		if len(fields) < 6 || strings.Join(fields[5:], " ") != exe {
 			continue
 		}
 		lo, hi, ok := strings.Cut(fields[0], "-")
 		if !ok {
-			return 0, fmt.Errorf("binpaging: /proc/self/smaps: bad range %q", fields[0])
+			return nil, fmt.Errorf("binpaging: /proc/self/smaps: bad range %q", fields[0])
 		}
 		start, err1 := strconv.ParseUint(lo, 16, 64)
 		end, err2 := strconv.ParseUint(hi, 16, 64)
 		if err1 != nil || err2 != nil || end <= start {
-			return 0, fmt.Errorf("binpaging: /proc/self/smaps: bad range %q", fields[0])
+			return nil, fmt.Errorf("binpaging: /proc/self/smaps: bad range %q", fields[0])
 		}
-		ranges = append(ranges, [2]uintptr{uintptr(start), uintptr(end)})
-		cur = &ranges[len(ranges)-1]
+		maps = append(maps, Mapping{Start: uintptr(start), End: uintptr(end), Perms: fields[1], KiB: map[string]int{}})
+		cur = &maps[len(maps)-1]
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("binpaging: /proc/self/smaps: %w", err)
+		return nil, fmt.Errorf("binpaging: /proc/self/smaps: %w", err)
 	}
-	advised := 0
-	for _, r := range ranges {
-		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, r[0], r[1]-r[0], uintptr(advice)); errno != 0 {
-			return advised, fmt.Errorf("binpaging: madvise %x-%x: %w", r[0], r[1], errno)
-		}
-		advised += int(r[1] - r[0])
-	}
-	return advised, nil
+	return maps, nil
 }

@@ -2,8 +2,7 @@ package binpaging_test
 
 import (
 	"os"
-	"strconv"
-	"strings"
+	"slices"
 	"testing"
 
 	"github.com/podkit/podkit/examples/kube/internal/binpaging"
@@ -23,40 +22,25 @@ func TestRandomAdvisesTheBinarysReadOnlyMappings(t *testing.T) {
 	if n == 0 {
 		t.Fatal("Random advised no mapping")
 	}
-	exe, err := os.Readlink("/proc/self/exe")
+	maps, err := binpaging.Mappings()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var readOnly, writable int
-	var perms string
-	for line := range strings.Lines(string(raw)) {
-		fields := strings.Fields(line)
+	var readOnly int
+	for _, m := range maps {
+		random := slices.Contains(m.VmFlags, "rr")
 		switch {
-		case len(fields) >= 6 && strings.Contains(fields[0], "-") && strings.Join(fields[5:], " ") == exe:
-			perms = fields[1]
-		case len(fields) >= 5 && strings.Contains(fields[0], "-"):
-			perms = "" // another mapping
-		case perms != "" && len(fields) > 0 && fields[0] == "VmFlags:":
-			random := strings.Contains(line, " rr")
-			if strings.Contains(perms, "w") {
-				writable++
-				if random {
-					t.Errorf("the writable mapping (%s) of %s was advised random", perms, exe)
-				}
-			} else {
-				readOnly++
-				if !random {
-					t.Errorf("the read-only mapping (%s) of %s is not random-read: %s", perms, exe, strings.TrimSpace(line))
-				}
+		case m.Writable() && random:
+			t.Errorf("the writable mapping (%s) of the binary was advised random", m.Perms)
+		case !m.Writable():
+			readOnly++
+			if !random && m.KiB["Anonymous"] == 0 {
+				t.Errorf("the read-only mapping (%s) of the binary is not random-read: %v", m.Perms, m.VmFlags)
 			}
 		}
 	}
 	if readOnly == 0 {
-		t.Fatalf("found no read-only mapping of %s in /proc/self/smaps", exe)
+		t.Fatalf("found no read-only mapping of the binary in /proc/self/smaps")
 	}
 }
 
@@ -84,26 +68,14 @@ func TestReleaseDropsTheBinarysResidentPages(t *testing.T) {
 // read-only mappings, from /proc/self/smaps.
 func residentReadOnly(t *testing.T) int {
 	t.Helper()
-	exe, err := os.Readlink("/proc/self/exe")
+	maps, err := binpaging.Mappings()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kib, mine := 0, false
-	for line := range strings.Lines(string(raw)) {
-		fields := strings.Fields(line)
-		switch {
-		case len(fields) >= 5 && strings.Contains(fields[0], "-"):
-			mine = len(fields) >= 6 && strings.Join(fields[5:], " ") == exe && !strings.Contains(fields[1], "w")
-		case mine && len(fields) == 3 && fields[0] == "Rss:":
-			n, err := strconv.Atoi(fields[1])
-			if err != nil {
-				t.Fatalf("smaps: %q: %v", line, err)
-			}
-			kib += n
+	kib := 0
+	for _, m := range maps {
+		if !m.Writable() {
+			kib += m.KiB["Rss"]
 		}
 	}
 	return kib
