@@ -33,11 +33,7 @@ func runtimeStreamer(rt kubeletRuntime) kubeletserver.Streamer {
 			return sessionError(rt.Attach(ctx, pod.UID, opts.Container, runtimeStreams(ctx, s)))
 		},
 		PortForwardFunc: func(ctx context.Context, pod *v1.Pod, port int32, stream io.ReadWriteCloser) error {
-			err := rt.PortForward(ctx, pod.UID, port, stream)
-			if errors.Is(err, hollowruntime.ErrNoProcesses) {
-				stream.Close() // the hollow runtime leaves it to its caller
-			}
-			return sessionError(err)
+			return sessionError(rt.PortForward(ctx, pod.UID, port, stream))
 		},
 	}
 }

@@ -30,9 +30,10 @@ func (r *Runtime) Attach(context.Context, types.UID, string, processruntime.Stre
 	return ErrNoProcesses
 }
 
-// PortForward fails with ErrNoProcesses (and closes nothing: stream is the
-// caller's).
-func (r *Runtime) PortForward(context.Context, types.UID, int32, io.ReadWriteCloser) error {
+// PortForward closes stream and fails with ErrNoProcesses: the stream is
+// the runtime's to close once called, as the process runtime's is.
+func (r *Runtime) PortForward(_ context.Context, _ types.UID, _ int32, stream io.ReadWriteCloser) error {
+	stream.Close()
 	return ErrNoProcesses
 }
 
