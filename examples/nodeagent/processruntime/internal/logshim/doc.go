@@ -25,7 +25,9 @@
 //
 // The shim serves attach sessions (Attach, kubectl attach) on a unix
 // socket in the container's log directory, <instance>.attach: several
-// sessions share the output, their input goes to the container's stdin
+// sessions share the output (each read of it once it is in the log, so a
+// read of the log after a session saw some output has it too), their
+// input goes to the container's stdin
 // (closed after the first session with stdinOnce), and a session's
 // terminal size is the container's terminal's. The framing (hello, input,
 // close, resize; welcome, stdout, stderr, end) is written out in

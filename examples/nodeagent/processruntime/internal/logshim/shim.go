@@ -235,13 +235,6 @@ func (s *shim) copy(f *os.File, stream string) {
 		if n > 0 || err != nil {
 			ts = time.Now().UTC().AppendFormat(ts[:0], TimeFormat)
 		}
-		if n > 0 && s.attach != nil {
-			typ := frameStdout
-			if stream == Stderr {
-				typ = frameStderr
-			}
-			s.attach.output(typ, buf[:n])
-		}
 		s.mu.Lock()
 		s.w.addLossNotice(ts)
 		data := buf[:n]
@@ -283,9 +276,25 @@ func (s *shim) copy(f *os.File, stream string) {
 			}
 			s.w.flush()
 			s.mu.Unlock()
+			s.toSessions(stream, buf[:n])
 			return
 		}
 		s.w.flush()
 		s.mu.Unlock()
+		s.toSessions(stream, buf[:n])
 	}
+}
+
+// toSessions gives the attach sessions what one read of stream got,
+// once it is in the log: whatever a session has seen, a read of the log
+// that starts after it has too.
+func (s *shim) toSessions(stream string, data []byte) {
+	if len(data) == 0 || s.attach == nil {
+		return
+	}
+	typ := frameStdout
+	if stream == Stderr {
+		typ = frameStderr
+	}
+	s.attach.output(typ, data)
 }
