@@ -123,6 +123,7 @@ func containerID(pid int, startTicks uint64) string {
 // while its PID is still reserved, reaps it, waits for its log to be
 // complete and records the exit.
 func (r *Runtime) reap(p *podState, c *container, pr *proc, cmd *exec.Cmd) {
+	awaitExit(pr.pid) // holds no thread for the container's life
 	werr := waitExitedNoReap(pr.pid)
 	pr.mu.Lock()
 	if werr == nil {

@@ -138,6 +138,7 @@ func (r *Runtime) startLogShim(dir string, instance int, mode logshim.Mode, term
 	}
 	sh = &logShim{dir: dir, instance: instance, exited: make(chan struct{})}
 	go func() {
+		awaitExit(cmd.Process.Pid) // holds no thread for the container's life
 		_ = cmd.Wait()
 		close(sh.exited)
 	}()

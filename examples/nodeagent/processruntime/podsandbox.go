@@ -272,6 +272,7 @@ func noUserNamespace(pod *v1.Pod) bool {
 // reapInit waits for the sandbox's init, the runtime's child, to end and
 // reaps it.
 func (r *Runtime) reapInit(p *podState, sb *podSandbox) {
+	awaitExit(sb.rec.PID) // holds no thread for the pod's life
 	var ws syscall.WaitStatus
 	for {
 		_, err := syscall.Wait4(sb.rec.PID, &ws, 0, nil)

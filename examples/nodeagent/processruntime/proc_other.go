@@ -26,6 +26,7 @@ func sameProcess(int, uint64) bool            { return false }
 func groupMembers(int, uint64) ([]int, error) { return nil, errUnsupportedOS }
 func signalGroup(int, syscall.Signal) error   { return errUnsupportedOS }
 func waitExitedNoReap(int) error              { return errUnsupportedOS }
+func awaitExit(int)                           {}
 
 // Process is a process of a pod found in the process table (Linux only).
 type Process struct {
