@@ -111,7 +111,7 @@ func openRuntime(cfg Config, log logr.Logger, onEvent func(processruntime.Event)
 		return nil, runtimeFeatures{}, err
 	}
 	if kind == RuntimeHollow {
-		rt, err := hollowruntime.New(hollowruntime.Options{BackOff: cfg.RestartBackOff, OnEvent: onEvent, Logger: log})
+		rt, err := hollowruntime.New(hollowruntime.Options{BackOff: cfg.RestartBackOff, OnEvent: onEvent, Logger: log, HostIPs: hostIPs(cfg)})
 		if err != nil {
 			return nil, runtimeFeatures{}, err
 		}
@@ -122,6 +122,7 @@ func openRuntime(cfg Config, log logr.Logger, onEvent func(processruntime.Event)
 		BackOff:         cfg.RestartBackOff,
 		Sandbox:         cfg.Sandbox,
 		StageExecutable: cfg.StageExecutable,
+		HostIPs:         hostIPs(cfg),
 		AllowHostAccess: cfg.AllowHostAccess,
 		Masks:           cfg.Masks,
 		PodCIDR:         cfg.PodCIDR,
@@ -137,6 +138,16 @@ func openRuntime(cfg Config, log logr.Logger, onEvent func(processruntime.Event)
 		return nil, runtimeFeatures{}, err
 	}
 	return rt, runtimeFeatures{exec: rt, volumeRoot: volumeRoot(rt), mapIDs: rt.MapIDs}, nil
+}
+
+// hostIPs are the node's addresses the runtime reports as its pods'
+// status.hostIP: the kubelet API's Address, which is the Node's
+// InternalIP; none without a kubelet API (the runtime's default then).
+func hostIPs(cfg Config) []string {
+	if cfg.KubeletAPI == nil || cfg.KubeletAPI.Address == nil {
+		return nil
+	}
+	return []string{cfg.KubeletAPI.Address.String()}
 }
 
 // volumeRoot is where the volume manager keeps the pods' volumes: the

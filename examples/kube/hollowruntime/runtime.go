@@ -57,6 +57,10 @@ type Options struct {
 	OnEvent func(processruntime.Event)
 	// Logger receives the runtime's logs. Defaults to discarding them.
 	Logger logr.Logger
+	// HostIPs are the node's addresses, the primary first: the pods'
+	// status.hostIP and status.hostIPs, the IPs of a hostNetwork pod, and
+	// what env's status.hostIP reads. Empty: pods report none.
+	HostIPs []string
 }
 
 // Runtime is the hollow runtime. Create it with New.
@@ -67,6 +71,7 @@ type Runtime struct {
 	maxBackOff time.Duration
 	onEvent    func(processruntime.Event)
 	log        logr.Logger
+	hostIPs    []string
 	features   atomic.Pointer[lifecycle.PodFeatures]
 
 	mu sync.Mutex
@@ -150,9 +155,14 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Program == nil {
 		opts.Program = DefaultProgram
 	}
+	for i, ip := range opts.HostIPs {
+		if _, err := netip.ParseAddr(ip); err != nil {
+			return nil, fmt.Errorf("hollowruntime: HostIPs[%d] %q is not an IP address", i, ip)
+		}
+	}
 	return &Runtime{
 		clock: opts.Clock, program: opts.Program, backOff: opts.BackOff, maxBackOff: opts.MaxBackOff,
-		onEvent: opts.OnEvent, log: opts.Logger,
+		onEvent: opts.OnEvent, log: opts.Logger, hostIPs: append([]string(nil), opts.HostIPs...),
 		pods: map[types.UID]*pod{}, used: map[netip.Addr]bool{},
 	}, nil
 }
@@ -210,7 +220,7 @@ func (r *Runtime) PodStatus(_ context.Context, uid types.UID, _ time.Time) (proc
 	if p := r.pods[uid]; p != nil {
 		return r.snapshotLocked(p), nil
 	}
-	return processruntime.PodStatus{UID: uid, Time: r.clock.Now()}, nil
+	return processruntime.PodStatus{UID: uid, Time: r.clock.Now(), HostIPs: append([]string(nil), r.hostIPs...)}, nil
 }
 
 // NothingRunning reports whether status shows no running container.
@@ -237,9 +247,8 @@ func (r *Runtime) snapshotLocked(p *pod) processruntime.PodStatus {
 		UID: p.uid, Namespace: p.namespace, Name: p.name, StartedAt: p.startedAt,
 		Stopped: p.stopped, Time: now, DeadlineExceeded: p.deadlineExceeded,
 	}
-	if p.ip.IsValid() {
-		s.PodIPs = []string{p.ip.String()}
-	}
+	s.PodIPs = r.podIPsLocked(p)
+	s.HostIPs = append([]string(nil), r.hostIPs...)
 	add := func(list []processruntime.ContainerStatus, specs []v1.Container) []processruntime.ContainerStatus {
 		for i := range specs {
 			if c := p.containers[specs[i].Name]; c != nil {
@@ -297,6 +306,18 @@ func (c *container) stopTimer() {
 		c.timer.Stop()
 		c.timer = nil
 	}
+}
+
+// podIPsLocked are p's IPs: its address of the pod range, or the node's
+// (HostIPs) for a hostNetwork pod, or none.
+func (r *Runtime) podIPsLocked(p *pod) []string {
+	switch {
+	case p.ip.IsValid():
+		return []string{p.ip.String()}
+	case p.spec != nil && p.spec.Spec.HostNetwork:
+		return append([]string(nil), r.hostIPs...)
+	}
+	return nil
 }
 
 // allocateIPLocked gives p an address of the pod range, if there is one

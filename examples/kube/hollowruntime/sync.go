@@ -320,11 +320,9 @@ func (r *Runtime) buildEnv(ctx context.Context, p *pod, spec *v1.Pod, cspec *v1.
 	if f == nil || f.Env == nil {
 		return nil
 	}
-	var in podenv.Inputs
+	in := podenv.Inputs{HostIPs: r.hostIPs}
 	r.mu.Lock()
-	if p.ip.IsValid() {
-		in.PodIPs = []string{p.ip.String()}
-	}
+	in.PodIPs = r.podIPsLocked(p)
 	r.mu.Unlock()
 	vars, err := f.Env.Build(ctx, spec, cspec, in)
 	if err != nil {

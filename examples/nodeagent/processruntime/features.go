@@ -485,8 +485,7 @@ func (r *Runtime) containerEnv(ctx context.Context, p *podState, pod *v1.Pod, sp
 		in.PodIPs = append([]string(nil), p.sb.rec.IPs...)
 	}
 	r.mu.Unlock()
-	if len(in.PodIPs) == 0 && (r.sandboxes == nil || pod.Spec.HostNetwork) {
-		// The pod is in the host's network: its IPs are the node's.
+	if len(in.PodIPs) == 0 && r.inHostNetwork(pod) {
 		in.PodIPs = r.hostIPs
 	}
 	vars, err := f.Env.Build(ctx, pod, spec, in)
@@ -526,6 +525,13 @@ func (r *Runtime) withBuiltEnv(pod *v1.Pod, spec *v1.Container) *v1.Container {
 	out := *spec
 	out.Env, out.Command, out.Args = b.env, b.command, b.args
 	return &out
+}
+
+// inHostNetwork reports whether pod runs in the host's network, where its
+// IPs are the node's: a hostNetwork pod, or any pod when the runtime has no
+// sandboxes. A nil pod (one not synced yet) is not.
+func (r *Runtime) inHostNetwork(pod *v1.Pod) bool {
+	return pod != nil && (r.sandboxes == nil || pod.Spec.HostNetwork)
 }
 
 // defaultHostIPs are the node's addresses as pods' status.hostIP reads

@@ -181,10 +181,12 @@ type Options struct {
 	// (UsePodFeatures), else none: such volumes are mounted empty and
 	// read-only, and the pod gets a VolumeNotProvided warning.
 	Volumes VolumeSource
-	// HostIPs are the node's addresses, the primary first, as containers'
-	// status.hostIP and status.hostIPs read them (and status.podIP of a
-	// pod in the host's network). Defaults to the first global unicast
-	// address of the node's interfaces (IPv4 first), else 127.0.0.1.
+	// HostIPs are the node's addresses, the primary first: the pods' API
+	// status.hostIP and status.hostIPs (PodStatus.HostIPs), what the
+	// env's status.hostIP and status.hostIPs read, and the IPs of a pod in
+	// the host's network. Defaults to the first global unicast address of
+	// the node's interfaces (IPv4 first), else 127.0.0.1. Open refuses an
+	// entry that is not an IP address.
 	HostIPs []string
 	// OnEvent, when set, is called after each container start and exit and
 	// when a pod has stopped, like the kubelet's PLEG: an agent uses
@@ -478,6 +480,11 @@ func Open(opts Options) (*Runtime, error) {
 	}
 	r.podsDir = filepath.Join(abs, "pods")
 	r.volumeRoot = filepath.Join(abs, "volumes")
+	for i, ip := range opts.HostIPs {
+		if _, err := netip.ParseAddr(ip); err != nil {
+			return nil, fmt.Errorf("processruntime: HostIPs[%d] %q is not an IP address", i, ip)
+		}
+	}
 	if r.hostIPs = append([]string(nil), opts.HostIPs...); len(r.hostIPs) == 0 {
 		r.hostIPs = defaultHostIPs()
 	}

@@ -19,7 +19,7 @@ func (r *Runtime) PodStatus(_ context.Context, uid types.UID, _ time.Time) (PodS
 	if p := r.pods[uid]; p != nil {
 		return r.snapshotLocked(p), nil
 	}
-	return PodStatus{UID: uid, Time: r.clock.Now()}, nil
+	return PodStatus{UID: uid, Time: r.clock.Now(), HostIPs: append([]string(nil), r.hostIPs...)}, nil
 }
 
 // NothingRunning reports whether status shows no running container.
@@ -29,8 +29,12 @@ func (r *Runtime) NothingRunning(status PodStatus) bool { return !status.Running
 func (r *Runtime) snapshotLocked(p *podState) PodStatus {
 	s := PodStatus{UID: p.uid, Namespace: p.namespace, Name: p.name, StartedAt: p.startedAt, Stopped: p.stopped, Time: r.clock.Now(), finalize: p.finalize, DeadlineExceeded: p.deadlineExceeded}
 	f := r.podFeatures()
+	s.HostIPs = append([]string(nil), r.hostIPs...)
 	if p.sb != nil {
 		s.PodIPs = append([]string(nil), p.sb.rec.IPs...)
+	}
+	if len(s.PodIPs) == 0 && r.inHostNetwork(p.spec) {
+		s.PodIPs = append([]string(nil), r.hostIPs...)
 	}
 	now := s.Time
 	add := func(c *container) ContainerStatus {

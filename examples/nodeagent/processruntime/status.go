@@ -126,9 +126,15 @@ type PodStatus struct {
 	// Time is when the snapshot was taken (the runtime's clock).
 	Time time.Time
 	// PodIPs are the pod's addresses on the pod network (Options.PodCIDR),
-	// from its sandbox's start to its cleanup; none for a pod in the host's
-	// network, or without a pod network.
+	// from its sandbox's start to its cleanup, or, for a pod in the host's
+	// network (hostNetwork, or every pod without a sandbox), the node's
+	// (HostIPs), as a kubelet reports them; none for a sandboxed pod
+	// without a pod network.
 	PodIPs []string
+	// HostIPs are the node's addresses (Options.HostIPs), the primary
+	// first: the API status's hostIP and hostIPs, as a kubelet reports
+	// them for every pod bound to it.
+	HostIPs []string
 	// DeadlineExceeded: the pod was active longer than its
 	// activeDeadlineSeconds (the per-pod features' deadline); APIStatus
 	// reports it Failed with reason DeadlineExceeded.
@@ -166,7 +172,8 @@ func (s PodStatus) Container(name string) (ContainerStatus, bool) {
 
 // APIStatus turns the runtime's view of pod into a v1.PodStatus the way the
 // kubelet derives one from its runtime: container statuses with restart
-// counts and exit codes, the phase (podstatus.Phase), and the
+// counts and exit codes, the pod's IPs and the node's (hostIP, hostIPs),
+// the phase (podstatus.Phase), and the
 // PodReadyToStartContainers, Initialized, Ready, ContainersReady and
 // PodScheduled conditions with the kubelet's reasons and messages. The
 // status and each condition observe pod.Generation (ObservedGeneration),
@@ -205,6 +212,12 @@ func APIStatus(pod *v1.Pod, s PodStatus) v1.PodStatus {
 	}
 	if len(s.PodIPs) > 0 {
 		out.PodIP = s.PodIPs[0]
+	}
+	for _, ip := range s.HostIPs {
+		out.HostIPs = append(out.HostIPs, v1.HostIP{IP: ip})
+	}
+	if len(s.HostIPs) > 0 {
+		out.HostIP = s.HostIPs[0]
 	}
 	if s.Stopped {
 		markUnknownTerminated(out.InitContainerStatuses, out.ContainerStatuses)
