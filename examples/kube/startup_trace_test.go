@@ -26,6 +26,7 @@ type podStamps struct {
 	delivered    time.Time // the agent's sync loop handed the pod to its worker
 	syncStart    time.Time // the first SyncPod began
 	syncEnd      time.Time // the first SyncPod returned
+	runningRead  time.Time // the read of the pod that patch was computed from was sent
 	runningSent  time.Time // the first status patch with phase Running was sent
 	runningAcked time.Time // ... and the API server accepted it
 	writes       int       // status patches sent for the pod before it was Running
@@ -76,6 +77,10 @@ func (t *startupTrace) record(p agent.PodTrace) {
 			first(&s.syncStart)
 		case agent.TraceSyncEnded:
 			first(&s.syncEnd)
+		case agent.TraceStatusRead:
+			if p.Phase == v1.PodRunning {
+				first(&s.runningRead)
+			}
 		case agent.TraceStatusSent:
 			if s.runningSent.IsZero() {
 				s.writes++
@@ -118,6 +123,8 @@ var startupStages = []stage{
 	{"syncwait", "handed to the worker to its first SyncPod", func(s *podStamps) time.Time { return s.delivered }, func(s *podStamps) time.Time { return s.syncStart }},
 	{"sync", "the first SyncPod", func(s *podStamps) time.Time { return s.syncStart }, func(s *podStamps) time.Time { return s.syncEnd }},
 	{"writeq", "first SyncPod returned to the Running status patch sent", func(s *podStamps) time.Time { return s.syncEnd }, func(s *podStamps) time.Time { return s.runningSent }},
+	{"readq", "first SyncPod returned to the read for the Running patch sent", func(s *podStamps) time.Time { return s.syncEnd }, func(s *podStamps) time.Time { return s.runningRead }},
+	{"read", "the read for the Running patch sent to the patch sent", func(s *podStamps) time.Time { return s.runningRead }, func(s *podStamps) time.Time { return s.runningSent }},
 	{"write", "the Running status patch, sent to accepted", func(s *podStamps) time.Time { return s.runningSent }, func(s *podStamps) time.Time { return s.runningAcked }},
 	{"watch", "the Running patch accepted to Running seen by the watch", func(s *podStamps) time.Time { return s.runningAcked }, func(s *podStamps) time.Time { return s.running }},
 }

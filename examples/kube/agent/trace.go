@@ -69,9 +69,13 @@ const (
 	// returned with the pod's status recorded for the writer.
 	TraceSyncStarted TraceStage = "sync-started"
 	TraceSyncEnded   TraceStage = "sync-ended"
-	// TraceStatusSent and TraceStatusWritten: a status patch of phase
-	// PodTrace.Phase went to the API server, and the API server accepted
-	// it (a refused patch reports no TraceStatusWritten).
+	// TraceStatusRead, TraceStatusSent and TraceStatusWritten: the read of
+	// the pod that a status patch of phase PodTrace.Phase was computed
+	// from went to the API server (not reported for a patch that needed no
+	// read), the patch went, and the API server accepted it (a refused
+	// patch reports no TraceStatusWritten). All three are reported once
+	// the patch was answered.
+	TraceStatusRead    TraceStage = "status-read"
 	TraceStatusSent    TraceStage = "status-sent"
 	TraceStatusWritten TraceStage = "status-written"
 )
@@ -126,6 +130,9 @@ func writeTracer(trace TraceFunc) func(statuswriter.WriteTrace) {
 		return nil
 	}
 	return func(w statuswriter.WriteTrace) {
+		if !w.Read.IsZero() {
+			trace(PodTrace{UID: w.UID, Stage: TraceStatusRead, Phase: w.Phase, At: w.Read})
+		}
 		trace(PodTrace{UID: w.UID, Stage: TraceStatusSent, Phase: w.Phase, At: w.Sent})
 		if w.Err == nil {
 			trace(PodTrace{UID: w.UID, Stage: TraceStatusWritten, Phase: w.Phase, At: w.Answered})

@@ -25,5 +25,8 @@
 // Run writes up to Options.Parallel pods at once, each pod's writes one
 // after the other; statuses recorded while a pod's write waits coalesce
 // into one write of the newest, and a status already written is not
-// read or written again until the pod's resync.
+// read or written again until the pod's resync. A write is one request, a
+// patch preconditioned on the resourceVersion of the writer's last copy
+// of the pod (the answer to its previous patch, else the pod workers'
+// copy); only a refused one (the pod changed since) reads the pod first.
 package statuswriter

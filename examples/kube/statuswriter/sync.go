@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -116,6 +117,13 @@ func (w *Writer) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (outcome,
 	}
 	w.setWritten(pod.UID, 0, false, false)
 	logger := w.opts.Logger.WithValues("pod", mirror.PodFullName(pod), "podUID", pod.UID)
+	if cacheable {
+		done, result, err := w.writeFromSeen(ctx, pod, rec, mode)
+		if done {
+			return result, err
+		}
+	}
+	readAt := w.opts.Clock.Now()
 	current, err := w.read(ctx, pod)
 	switch {
 	case errors.Is(err, errGone):
@@ -124,6 +132,7 @@ func (w *Writer) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (outcome,
 	case err != nil:
 		return keep, err
 	}
+	w.setSeen(current)
 
 	result := keep
 	if hasStatus || mode.stopped {
@@ -134,15 +143,18 @@ func (w *Writer) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (outcome,
 		if mode.stopped {
 			derived = terminalStatus(derived)
 		}
-		next := statusToWrite(current.Status, derived, mode.mayRun)
-		if next.Phase != derived.Phase && podstatus.IsTerminal(derived.Phase) && !podstatus.IsTerminal(next.Phase) {
+		var next v1.PodStatus
+		next, result = nextStatus(current.Status, derived, mode.mayRun)
+		if result == withheld {
 			logger.V(4).Info("Withholding terminal phase while containers may run", "phase", derived.Phase)
-			result = withheld
 		}
 		if !equality.Semantic.DeepEqual(current.Status, next) {
-			if err := w.patchStatus(ctx, current, next); err != nil {
+			written, err := w.patchStatus(ctx, current, next, readAt, "")
+			if err != nil {
+				w.setSeen(nil, pod.UID)
 				return keep, err
 			}
+			w.setSeen(written)
 			current.Status = next
 			logger.V(4).Info("Wrote pod status", "phase", next.Phase)
 		}
@@ -173,6 +185,88 @@ func (w *Writer) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (outcome,
 		return forget, nil
 	default:
 		return keep, fmt.Errorf("statuswriter: deleting finished pod %s: %w", mirror.PodFullName(pod), err)
+	}
+}
+
+// nextStatus is the status to write over stored for derived
+// (statusToWrite), and the outcome: withheld when a terminal derived phase
+// is held back while containers may run, else keep.
+func nextStatus(stored, derived v1.PodStatus, mayRun bool) (v1.PodStatus, outcome) {
+	next := statusToWrite(stored, derived, mayRun)
+	if next.Phase != derived.Phase && podstatus.IsTerminal(derived.Phase) && !podstatus.IsTerminal(next.Phase) {
+		return next, withheld
+	}
+	return next, keep
+}
+
+// writeFromSeen writes rec's status of pod, a pod whose status is
+// cacheable (a plain pod, not stopped nor finished), in one request: a
+// patch computed from the pod as the writer last saw it from the API
+// server (else as the pod workers have it), with that copy's
+// resourceVersion as its precondition. When the status to write is the
+// one the API server itself returned to the writer less than a
+// ResyncInterval ago (a status that differs from the last recorded only
+// in what the rules keep of the stored one: a condition's transition
+// time, a terminal phase withheld), nothing is sent, as a kubelet's
+// status manager sends nothing for a status it has written; the resync
+// still reads it on time. done says whether that settled the sync, with
+// its outcome and error; it does not when there is no copy with a
+// resourceVersion, when only the workers' copy, or a copy of the API
+// server's older than ResyncInterval, holds the status already (only a
+// read tells whether it is still the API server's), or when the patch was
+// refused (a conflict: the copy is out of date; or any other error), and
+// then the caller reads the pod and writes as usual.
+func (w *Writer) writeFromSeen(ctx context.Context, pod *v1.Pod, rec recordedStatus, mode syncMode) (done bool, _ outcome, _ error) {
+	w.mu.Lock()
+	seen, fromAPI := w.seen[pod.UID]
+	w.mu.Unlock()
+	base := seen.pod
+	if !fromAPI {
+		base = pod
+	}
+	if base.ResourceVersion == "" || base.UID != pod.UID {
+		return false, keep, nil
+	}
+	next, result := nextStatus(base.Status, rec.status, mode.mayRun)
+	if equality.Semantic.DeepEqual(base.Status, next) {
+		fresh := w.opts.ResyncInterval < 0 || w.opts.Clock.Since(seen.at) < w.opts.ResyncInterval
+		if !fromAPI || !fresh {
+			return false, keep, nil
+		}
+		if result == keep {
+			w.setWrittenAt(pod.UID, rec.version, mode.mayRun, seen.at)
+		}
+		return true, result, nil
+	}
+	written, err := w.patchStatus(ctx, base, next, time.Time{}, base.ResourceVersion)
+	if err != nil {
+		w.setSeen(nil, pod.UID)
+		if ctx.Err() != nil {
+			return true, keep, err
+		}
+		w.opts.Logger.V(4).Info("Patching the pod's status from its last copy failed; reading it", "pod", mirror.PodFullName(pod), "podUID", pod.UID, "err", err.Error())
+		return false, keep, nil
+	}
+	w.setSeen(written)
+	if result == keep {
+		w.setWritten(pod.UID, rec.version, mode.mayRun, true)
+	}
+	return true, result, nil
+}
+
+// setSeen records p as the writer's newest copy of its pod from the API
+// server, or, with p nil, forgets the copy of uid.
+func (w *Writer) setSeen(p *v1.Pod, uid ...types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p == nil {
+		for _, u := range uid {
+			delete(w.seen, u)
+		}
+		return
+	}
+	if _, recorded := w.statuses[p.UID]; recorded {
+		w.seen[p.UID] = seenPod{pod: p, at: w.opts.Clock.Now()}
 	}
 }
 
@@ -242,28 +336,33 @@ func (w *Writer) listBound(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 
 // patchStatus writes next onto current's status subresource with a
 // strategic merge patch that also carries current's UID, so that the API
-// server refuses it if the object was replaced in between.
-func (w *Writer) patchStatus(ctx context.Context, current *v1.Pod, next v1.PodStatus) error {
+// server refuses it if the object was replaced in between, and, when
+// resourceVersion is set, that resourceVersion, so that it refuses it
+// (a conflict) if the object changed at all. It returns the pod as the API
+// server stored it. readAt is when the read of current was sent (zero:
+// none was), for Options.Trace.
+func (w *Writer) patchStatus(ctx context.Context, current *v1.Pod, next v1.PodStatus, readAt time.Time, resourceVersion string) (*v1.Pod, error) {
 	oldJSON, err := json.Marshal(v1.Pod{Status: current.Status})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// The UID appears only on the new side, so the patch always names it.
-	newJSON, err := json.Marshal(v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: current.UID}, Status: next})
+	// The UID (and resourceVersion) appear only on the new side, so the
+	// patch always names them.
+	newJSON, err := json.Marshal(v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: current.UID, ResourceVersion: resourceVersion}, Status: next})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, v1.Pod{})
 	if err != nil {
-		return fmt.Errorf("statuswriter: building the status patch of %s: %w", mirror.PodFullName(current), err)
+		return nil, fmt.Errorf("statuswriter: building the status patch of %s: %w", mirror.PodFullName(current), err)
 	}
 	sent := w.opts.Clock.Now()
-	_, err = w.pods.Pods(current.Namespace).Patch(ctx, current.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	written, err := w.pods.Pods(current.Namespace).Patch(ctx, current.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if w.opts.Trace != nil {
-		w.opts.Trace(WriteTrace{UID: current.UID, Phase: next.Phase, Sent: sent, Answered: w.opts.Clock.Now(), Err: err})
+		w.opts.Trace(WriteTrace{UID: current.UID, Phase: next.Phase, Read: readAt, Sent: sent, Answered: w.opts.Clock.Now(), Err: err})
 	}
 	if err != nil {
-		return fmt.Errorf("statuswriter: patching the status of %s: %w", mirror.PodFullName(current), err)
+		return nil, fmt.Errorf("statuswriter: patching the status of %s: %w", mirror.PodFullName(current), err)
 	}
-	return nil
+	return written, nil
 }

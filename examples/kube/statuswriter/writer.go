@@ -88,13 +88,14 @@ type Options struct {
 }
 
 // WriteTrace reports one status patch to Options.Trace: the pod's UID,
-// the phase written, when the patch was sent, when the API server
-// answered, and its error (nil: the status is stored).
+// the phase written, when the read of the pod the patch was computed from
+// was sent (zero: the patch needed no read), when the patch was sent, when
+// the API server answered, and its error (nil: the status is stored).
 type WriteTrace struct {
-	UID            types.UID
-	Phase          v1.PodPhase
-	Sent, Answered time.Time
-	Err            error
+	UID                  types.UID
+	Phase                v1.PodPhase
+	Read, Sent, Answered time.Time
+	Err                  error
 }
 
 // DefaultParallel is Options.Parallel's default: enough writes in flight
@@ -138,6 +139,20 @@ const DefaultParallel = 10
 // newest status version it has written. Writes of different pods run
 // side by side (Options.Parallel).
 //
+// A write is one request where it can be: its patch is computed from the
+// pod as the API server last returned it to the writer (the answer to
+// its previous patch), or else as the pod workers have it (the watch's
+// copy), and carries that copy's resourceVersion, so the API server
+// applies it only to that very version. Where the copy is out of date
+// (someone else changed the pod) the patch is refused with a conflict,
+// and the writer reads the pod and patches again, as it does for a
+// status it must check (a resync, a stopped or finished pod, a static
+// pod's mirror): the rules below always apply to the API server's own
+// status, never to a stale one. A status the rules turn into the one the
+// API server returned to the writer within the last ResyncInterval (a
+// condition's transition time changed, a terminal phase withheld) sends
+// nothing at all; the resync reads the pod on time.
+//
 // Each write carries the target's UID, so a pod deleted and created again
 // under the same name is never written with another pod's status. A write
 // the API server refuses for a reason that passes (the Node authorizer not
@@ -166,6 +181,13 @@ type Writer struct {
 	// for the mayRun then. Entries are dropped with statuses' and by
 	// EnqueueAll.
 	written map[types.UID]writtenStatus
+	// seen holds, for a UID, the pod as the API server last returned it
+	// to the writer (a read, or a patch's answer), and when: the base the
+	// next write's patch is computed from, with its resourceVersion as the
+	// patch's precondition, so that it needs no read. Entries are dropped
+	// with statuses' and by EnqueueAll, and replaced at each read and
+	// write.
+	seen map[types.UID]seenPod
 	// version numbers the recorded statuses that differ from the one
 	// before them.
 	version uint64
@@ -189,6 +211,13 @@ type writtenStatus struct {
 	version uint64
 	mayRun  bool
 	at      time.Time
+}
+
+// seenPod is a pod as the API server returned it to the writer, at when
+// the writer got it.
+type seenPod struct {
+	pod *v1.Pod
+	at  time.Time
 }
 
 // New returns a Writer that writes through pods (usually
@@ -230,6 +259,7 @@ func New(pods corev1client.PodsGetter, opts Options) (*Writer, error) {
 		opts:     opts,
 		statuses: make(map[types.UID]recordedStatus),
 		written:  make(map[types.UID]writtenStatus),
+		seen:     make(map[types.UID]seenPod),
 		early:    make(map[types.UID]struct{}),
 		podLocks: uidLocks{held: make(map[types.UID]*uidLock)},
 	}, nil
@@ -268,14 +298,22 @@ func (w *Writer) upToDate(uid types.UID, version uint64, mayRun bool) bool {
 // setWritten records that the API server holds version of uid's status,
 // or, with ok false, that the writer does not know what it holds.
 func (w *Writer) setWritten(uid types.UID, version uint64, mayRun, ok bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if !ok {
+		w.mu.Lock()
 		delete(w.written, uid)
+		w.mu.Unlock()
 		return
 	}
+	w.setWrittenAt(uid, version, mayRun, w.opts.Clock.Now())
+}
+
+// setWrittenAt records that the API server held version of uid's status
+// at the time at, from which the next resync is due.
+func (w *Writer) setWrittenAt(uid types.UID, version uint64, mayRun bool, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if _, recorded := w.statuses[uid]; recorded {
-		w.written[uid] = writtenStatus{version: version, mayRun: mayRun, at: w.opts.Clock.Now()}
+		w.written[uid] = writtenStatus{version: version, mayRun: mayRun, at: at}
 	}
 }
 
@@ -312,6 +350,7 @@ func (w *Writer) Enqueue(uid types.UID) {
 func (w *Writer) EnqueueAll() {
 	w.mu.Lock()
 	clear(w.written)
+	clear(w.seen)
 	w.mu.Unlock()
 	w.enqueueRecorded()
 }
@@ -436,6 +475,7 @@ func (w *Writer) processNext(ctx context.Context, queue workqueue.TypedRateLimit
 		w.mu.Lock()
 		delete(w.statuses, uid)
 		delete(w.written, uid)
+		delete(w.seen, uid)
 		w.mu.Unlock()
 	case result == withheld:
 		queue.AddRateLimited(uid)

@@ -2,6 +2,9 @@ package statuswriter_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -10,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,19 +56,27 @@ type writerEnv struct {
 	// hold, when set for a name, holds that pod's patches until the
 	// channel is closed.
 	hold map[string]chan struct{}
+	// conflicts counts the patches refused for their resourceVersion.
+	conflicts int
 	// gets counts the reads of each pod.
 	gets map[string]int
+	// rv is each pod's resourceVersion, as the API server's: the reads and
+	// patches return it, a patch carrying another is refused with a
+	// conflict, and each accepted patch (and change) moves it on. (The
+	// fake clientset keeps none.)
+	rv map[string]int
 }
 
 func newWriterEnv(t *testing.T, parallel int, names ...string) *writerEnv {
 	e := &writerEnv{
 		t: t, clock: testingclock.NewFakeClock(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)),
-		pods: map[types.UID]*v1.Pod{}, hold: map[string]chan struct{}{}, gets: map[string]int{},
+		pods: map[types.UID]*v1.Pod{}, hold: map[string]chan struct{}{}, gets: map[string]int{}, rv: map[string]int{},
 	}
 	var objs []runtime.Object
 	for _, name := range names {
 		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}
 		e.pods[p.UID] = p
+		e.rv[name] = 1
 		objs = append(objs, p.DeepCopy())
 	}
 	e.client = fake.NewClientset(objs...)
@@ -91,8 +103,13 @@ type podsClient struct {
 func (c *podsClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Pod, error) {
 	c.e.mu.Lock()
 	c.e.gets[name]++
+	rv := c.e.rv[name]
 	c.e.mu.Unlock()
-	return c.PodInterface.Get(ctx, name, opts)
+	p, err := c.PodInterface.Get(ctx, name, opts)
+	if err == nil {
+		p.ResourceVersion = strconv.Itoa(rv)
+	}
+	return p, err
 }
 
 func (c *podsClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*v1.Pod, error) {
@@ -111,7 +128,35 @@ func (c *podsClient) Patch(ctx context.Context, name string, pt types.PatchType,
 		e.inFlight--
 		e.mu.Unlock()
 	}()
-	return c.PodInterface.Patch(ctx, name, pt, data, opts, subresources...)
+	var precondition struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(data, &precondition); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if want := precondition.Metadata.ResourceVersion; want != "" && want != strconv.Itoa(e.rv[name]) {
+		e.conflicts++
+		return nil, apierrors.NewConflict(v1.Resource("pods"), name, errors.New("the object has been modified"))
+	}
+	p, err := c.PodInterface.Patch(ctx, name, pt, data, opts, subresources...)
+	if err == nil {
+		e.rv[name]++
+		p.ResourceVersion = strconv.Itoa(e.rv[name])
+	}
+	return p, err
+}
+
+// update stores p (of namespace ns) as someone other than the writer
+// would, moving its resourceVersion on.
+func (e *writerEnv) update(p *v1.Pod) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	require.NoError(e.t, e.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), p, "ns"))
+	e.rv[p.Name]++
 }
 
 // run runs the writer until the test ends.
@@ -260,7 +305,7 @@ func TestWriterNeverRegressesATerminalPhase(t *testing.T) {
 
 		failed := e.pods["uid-p"].DeepCopy()
 		failed.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: "NodeLost"}
-		require.NoError(t, e.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), failed, "ns"))
+		e.update(failed)
 		e.set("p", v1.PodRunning, scheduled)
 		synctest.Wait()
 
@@ -293,5 +338,86 @@ func TestWriterSkipsAStatusItWrote(t *testing.T) {
 		e.writer.EnqueueAll()
 		synctest.Wait()
 		assert.Equal(t, 3, e.reads("p"), "EnqueueAll reads every pod again")
+	})
+}
+
+// TestWriterWritesFromTheWatchedPodWithoutARead: a pod the workers have
+// with its resourceVersion (as a watch gives it) has its statuses written
+// with a patch each and no read, the first from the workers' copy, the
+// next from the answer to the one before.
+func TestWriterWritesFromTheWatchedPodWithoutARead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newWriterEnv(t, 2, "p")
+		e.pods["uid-p"].ResourceVersion = "1"
+		e.run()
+		e.set("p", v1.PodPending, scheduled)
+		synctest.Wait()
+		e.set("p", v1.PodRunning, scheduled)
+		synctest.Wait()
+
+		assert.Equal(t, v1.PodRunning, e.stored("p").Phase)
+		assert.Len(t, e.stored("p").Conditions, 1)
+		assert.Equal(t, 2, e.patches("p"), "a patch per status")
+		assert.Zero(t, e.reads("p"), "and no read")
+		assert.Zero(t, e.conflicts)
+	})
+}
+
+// TestWriterReadsAPodChangedBehindItsBack: a write whose copy of the pod is
+// out of date (someone else changed the pod since) is refused with a
+// conflict, and the writer reads the pod and writes over what it holds:
+// the condition someone else set is kept.
+func TestWriterReadsAPodChangedBehindItsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newWriterEnv(t, 2, "p")
+		e.pods["uid-p"].ResourceVersion = "1"
+		e.run()
+		e.set("p", v1.PodPending, scheduled)
+		synctest.Wait()
+		require.Zero(t, e.reads("p"))
+
+		other := v1.PodCondition{Type: "example.com/Gate", Status: v1.ConditionTrue}
+		changed := e.pods["uid-p"].DeepCopy()
+		changed.Status = e.stored("p")
+		changed.Status.Conditions = append(changed.Status.Conditions, other)
+		e.update(changed)
+		e.set("p", v1.PodRunning, scheduled)
+		synctest.Wait()
+
+		assert.Equal(t, 1, e.conflicts, "the patch from the old copy is refused")
+		assert.Equal(t, 1, e.reads("p"), "then the pod is read")
+		stored := e.stored("p")
+		assert.Equal(t, v1.PodRunning, stored.Phase)
+		assert.Len(t, stored.Conditions, 2, "someone else's condition is kept")
+	})
+}
+
+// TestWriterSendsNothingForTheStatusTheAPIServerReturned: a new status
+// that the rules turn into the one the API server returned to the
+// writer's last patch (here a condition's transition time, which the
+// stored one keeps) sends nothing, neither a read nor a patch, until the
+// resync reads the pod as it would anyway.
+func TestWriterSendsNothingForTheStatusTheAPIServerReturned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newWriterEnv(t, 2, "p")
+		e.pods["uid-p"].ResourceVersion = "1"
+		e.run()
+		ready := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Unix(100, 0))}
+		e.set("p", v1.PodRunning, scheduled, ready)
+		synctest.Wait()
+		require.Equal(t, 1, e.patches("p"))
+		require.Zero(t, e.reads("p"))
+
+		ready.LastTransitionTime = metav1.NewTime(time.Unix(200, 0))
+		e.set("p", v1.PodRunning, scheduled, ready)
+		synctest.Wait()
+		assert.Equal(t, 1, e.patches("p"), "nothing to patch")
+		assert.Zero(t, e.reads("p"), "and nothing read: the API server returned this very status")
+		assert.Equal(t, int64(100), e.stored("p").Conditions[1].LastTransitionTime.Unix(), "the stored transition time is kept")
+
+		e.clock.Step(time.Minute)
+		synctest.Wait()
+		assert.Equal(t, 1, e.reads("p"), "the resync reads it")
+		assert.Equal(t, 1, e.patches("p"), "and finds nothing to write")
 	})
 }
