@@ -11,14 +11,10 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/podkit/podkit/lifecycle/podenv"
@@ -233,44 +229,14 @@ func (c *Cache) startLocked(it *item) {
 	}
 	ctx, cancel := context.WithCancel(c.runCtx)
 	it.cancel = cancel
-	k := it.key
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", k.name).String()
-			if k.kind == kindSecret {
-				return c.client.CoreV1().Secrets(k.namespace).List(ctx, opts)
-			}
-			return c.client.CoreV1().ConfigMaps(k.namespace).List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", k.name).String()
-			if k.kind == kindSecret {
-				return c.client.CoreV1().Secrets(k.namespace).Watch(ctx, opts)
-			}
-			return c.client.CoreV1().ConfigMaps(k.namespace).Watch(ctx, opts)
-		},
-	}
-	var expected runtime.Object = &v1.ConfigMap{}
-	if k.kind == kindSecret {
-		expected = &v1.Secret{}
-	}
-	logger := c.opts.Logger.WithValues("object", k.String())
-	// Watch-list (a watch that starts with the object) where the client
-	// supports it, list-then-watch otherwise, as the kubelet's managers.
-	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, c.client), expected, it.store, cache.ReflectorOptions{
-		Name:   "object-" + k.String(),
-		Logger: &logger,
-		Clock:  c.opts.Clock,
-		// A watch of one object rarely changes: avoid re-establishing it
-		// every few minutes, as the kubelet does.
-		MinWatchTimeout: 30 * time.Minute,
-	})
+	logger := c.opts.Logger.WithValues("object", it.key.String())
+	w := c.newObjectWatch(it.key, it.store, logger)
 	store := it.store
 	c.watches.Add(1)
 	go func() {
 		defer c.watches.Done()
 		store.stopOnImmutable(cancel)
-		r.RunWithContext(ctx)
+		w.run(ctx, c.opts.Clock)
 	}()
 }
 
