@@ -48,6 +48,21 @@ func BuildControlPlane(ctx context.Context, log io.Writer) (string, error) {
 	return buildProgram(ctx, log, "control-plane", ".", controlPlanePackage, raceEnabled())
 }
 
+// stagesPackage is processruntime's podkit-stages program, in the podkit
+// module this module requires.
+const stagesPackage = "github.com/podkit/podkit/examples/nodeagent/processruntime/cmd/podkit-stages"
+
+// BuildStages builds processruntime's cmd/podkit-stages, the small program
+// an agent's pods' sandbox stages and log shims run
+// (agent.Config.StageExecutable), as BuildControlPlane builds the control
+// plane (with this module's go.mod, so from the same podkit source as the
+// agents it builds with; with -race when the caller is), into
+// os.UserCacheDir()/podkit/stages/..., and returns the binary's path. It
+// takes seconds, and less once built.
+func BuildStages(ctx context.Context, log io.Writer) (string, error) {
+	return buildProgram(ctx, log, "stages", ".", stagesPackage, raceEnabled())
+}
+
 // metricsServerPackage is metrics-server's command, the tool of the
 // module in metricsServerModule, whose go.mod pins it with the Kubernetes
 // libraries it was released with (it does not run against this module's
@@ -86,7 +101,7 @@ func buildProgram(ctx context.Context, log io.Writer, name, subdir, pkg string, 
 	key := sha256.Sum256([]byte(fmt.Sprintf("%s race=%v", moduleDir, race)))
 	outDir := filepath.Join(cache, "podkit", name, hex.EncodeToString(key[:8]))
 	if err := os.MkdirAll(outDir, privateDir); err != nil {
-		return "", fmt.Errorf("clustertest: building the control plane: %w", err)
+		return "", fmt.Errorf("clustertest: building %s: %w", name, err)
 	}
 	unlock, err := lockFile(ctx, filepath.Join(outDir, "lock"))
 	if err != nil {

@@ -74,6 +74,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
+	if opts.StageExecutable == "" && !opts.OwnStageExecutable {
+		if opts.StageExecutable, err = BuildStages(ctx, opts.ControlPlaneLog); err != nil {
+			return nil, err
+		}
+	}
 	c := &Cluster{opts: opts, dir: opts.Dir}
 	if c.dir == "" {
 		c.dir, err = os.MkdirTemp("", "podkit-cluster-")
@@ -162,6 +167,12 @@ func (c *Cluster) Admin() kubernetes.Interface { return c.admin }
 
 // AdminConfig returns a copy of Admin's configuration.
 func (c *Cluster) AdminConfig() *rest.Config { return rest.CopyConfig(c.adminConfig) }
+
+// StageExecutable is the program the nodes' pods' sandbox stages run
+// (NodeEnv.StageExecutable): for an agent the caller starts itself, such
+// as the podkit-agent command (--stage-executable). It is "" with
+// Options.OwnStageExecutable.
+func (c *Cluster) StageExecutable() string { return c.opts.StageExecutable }
 
 // Kubeconfig returns the path of the administrator's kubeconfig file, for
 // kubectl (KUBECONFIG=<path> kubectl get nodes). It holds the
@@ -312,10 +323,11 @@ func (c *Cluster) addNode(opts NodeOptions) (*Node, error) {
 				Certificate: cert,
 				ClientCA:    c.ca.certPEM,
 			},
-			Logger:        c.opts.Logger.WithName(opts.Name),
-			Masks:         []string{c.dir},
-			ClusterDNS:    c.opts.ClusterDNS,
-			ClusterDomain: c.opts.ClusterDomain,
+			Logger:          c.opts.Logger.WithName(opts.Name),
+			Masks:           []string{c.dir},
+			ClusterDNS:      c.opts.ClusterDNS,
+			ClusterDomain:   c.opts.ClusterDomain,
+			StageExecutable: c.opts.StageExecutable,
 		},
 		newAgent: c.opts.NewAgent,
 		beat: &nodestatus.Heartbeat{

@@ -44,7 +44,11 @@
 //     system:node:<name>), its own state directory, and a kubelet API on
 //     Options.NodeIP; plus a heartbeat run by the harness, so a test can
 //     stop it while the agent keeps running, and inspect the agent itself
-//     (Node.Agent).
+//     (Node.Agent). The default agents run their pods' sandbox stages and
+//     log shims from processruntime's cmd/podkit-stages, which Start
+//     builds (BuildStages; Options.StageExecutable names a binary instead,
+//     Options.OwnStageExecutable runs them from the agent's own
+//     executable), for a fraction of the CPU per pod start.
 //
 // One certificate authority, made for the cluster, signs every certificate
 // but etcd's. The control plane's files (keys, certificates, kubeconfigs,
@@ -68,8 +72,8 @@
 // JobComplete, Gone, or Match for your own) and says what it saw last when
 // it times out. Close stops the heartbeats and agents, then every process
 // of the nodes' pods, then the control plane, and removes the cluster's
-// directory: nothing is left behind but the control plane binary in the
-// user's cache directory, which later runs reuse.
+// directory: nothing is left behind but the control plane and stages
+// binaries in the user's cache directory, which later runs reuse.
 //
 // The embedder's duties:
 //

@@ -103,6 +103,18 @@ type Options struct {
 	// (kubectl top answers after two scrapes, 10 seconds apart).
 	MetricsServer       bool
 	MetricsServerBinary string
+	// StageExecutable is the program (processruntime's cmd/podkit-stages)
+	// the default agents run their pods' sandbox stages and log shims from
+	// (NodeEnv.StageExecutable, agent.Config.StageExecutable), at a fraction
+	// of the CPU per pod start of running this program's own executable
+	// again. Empty: Start builds it with BuildStages, unless
+	// OwnStageExecutable.
+	StageExecutable string
+	// OwnStageExecutable leaves NodeEnv.StageExecutable empty: the agents
+	// run their pods' stages from their own executable (the test binary),
+	// as an agent.Config without StageExecutable does. Start builds no
+	// stages program.
+	OwnStageExecutable bool
 	// APIServerFlags, SchedulerFlags and ControllerManagerFlags are extra
 	// command-line flags of each component, applied after (and so
 	// winning over) the harness's own.
@@ -128,6 +140,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ClusterDomain == "" {
 		o.ClusterDomain = DefaultClusterDomain
+	}
+	if o.OwnStageExecutable && o.StageExecutable != "" {
+		return o, fmt.Errorf("clustertest: OwnStageExecutable and StageExecutable (%q) both set", o.StageExecutable)
 	}
 	if o.ClusterCIDR.IsValid() {
 		if err := checkClusterCIDR(o.ClusterCIDR); err != nil {
@@ -225,13 +240,18 @@ type NodeEnv struct {
 	// ClusterDNS and ClusterDomain are Options'.
 	ClusterDNS    []netip.Addr
 	ClusterDomain string
+	// StageExecutable is the program the node's pods' sandbox stages and
+	// log shims run (agent.Config.StageExecutable): Options.StageExecutable,
+	// or the one Start built; "" with Options.OwnStageExecutable.
+	StageExecutable string
 }
 
 // DefaultAgent returns podkit's agent (package agent) over the process
 // runtime, serving the kubelet API, with no heartbeat of its own (the
 // harness beats for it), its pods sandboxed where the machine allows it
 // and on the node's pod network: a bridge of the node's own, addresses
-// from its spec.podCIDR (agent.Config.PodCIDRFromNode).
+// from its spec.podCIDR (agent.Config.PodCIDRFromNode). Its pods' sandbox
+// stages and log shims run NodeEnv.StageExecutable.
 func DefaultAgent(env NodeEnv) (Agent, error) {
 	return agent.New(DefaultAgentConfig(env))
 }
@@ -252,6 +272,7 @@ func DefaultAgentConfig(env NodeEnv) agent.Config {
 		PodCIDRFromNode:      true,
 		ClusterDNS:           env.ClusterDNS,
 		ClusterDomain:        env.ClusterDomain,
+		StageExecutable:      env.StageExecutable,
 	}
 }
 

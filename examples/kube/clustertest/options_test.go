@@ -25,6 +25,7 @@ func TestStartRefusesBadOptions(t *testing.T) {
 		{"a grace period within a heartbeat", Options{HeartbeatInterval: 5 * time.Second, NodeMonitorGracePeriod: 5 * time.Second}, "must be longer than HeartbeatInterval"},
 		{"a negative status report interval", Options{NodeStatusReportInterval: -time.Second}, "NodeStatusReportInterval is negative"},
 		{"negative eviction seconds", Options{PodEvictionSeconds: -1}, "PodEvictionSeconds is negative"},
+		{"a stages program and the agents' own", Options{StageExecutable: "/bin/stages", OwnStageExecutable: true}, "OwnStageExecutable and StageExecutable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
