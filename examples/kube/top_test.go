@@ -3,6 +3,8 @@ package kube_test
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,13 +71,20 @@ func testKubectlTop(t *testing.T, h *harness) {
 
 	// metrics-server answers for a node or pod once it has scraped it
 	// twice (a rate of CPU use needs two points), until then kubectl
-	// prints <unknown> for a node or leaves the pod out.
+	// prints <unknown> for a node or leaves the pod out. The kubectl of
+	// the scenario has a home of its own whose discovery cache each try
+	// drops: kubectl keeps discovery for hours, and one run while the API
+	// server had the metrics API out of its discovery (metrics-server
+	// slow to answer the aggregator's check on a loaded machine) would
+	// otherwise have every later try say "Metrics API not available".
+	k := &kubectl{bin: h.kubectl.bin, kubeconfig: h.kubectl.kubeconfig, home: t.TempDir()}
 	top := func(what string, names []string, args ...string) map[string]topFigures {
 		var out, errOut string
 		var figures map[string]topFigures
 		err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
+			require.NoError(t, os.RemoveAll(filepath.Join(k.home, ".kube", "cache")))
 			var err error
-			if out, errOut, err = h.kubectl.try(t, args...); err != nil {
+			if out, errOut, err = k.try(t, args...); err != nil {
 				return false, nil
 			}
 			figures = parseTop(out)

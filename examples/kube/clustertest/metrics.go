@@ -119,7 +119,67 @@ func (c *Cluster) startMetricsServer(ctx context.Context, binary, dir string) (*
 	if err := c.registerMetricsAPI(ctx, port); err != nil {
 		return nil, errors.Join(err, m.stop())
 	}
+	if err := c.waitMetricsAPIAvailable(ctx, m); err != nil {
+		return nil, errors.Join(err, m.stop())
+	}
 	return m, nil
+}
+
+// waitMetricsAPIAvailable waits until the API server reports the APIService
+// of metrics.k8s.io Available (its aggregator reached metrics-server
+// through the Endpoints), and fails with the condition's last message and
+// metrics-server's output after metricsServerStartTTL. Until then the API
+// server leaves the group out of its discovery, and kubectl, which caches
+// discovery for hours in its home directory, would go on saying "Metrics
+// API not available" after it became available.
+func (c *Cluster) waitMetricsAPIAvailable(ctx context.Context, m *metricsServer) error {
+	dyn, err := dynamic.NewForConfig(c.adminConfig)
+	if err != nil {
+		return fmt.Errorf("clustertest: %w", err)
+	}
+	name := metricsAPIVersion + "." + metricsAPIGroup
+	ticker := time.NewTicker(200 * time.Millisecond)
+	defer ticker.Stop()
+	deadline := time.NewTimer(metricsServerStartTTL)
+	defer deadline.Stop()
+	last := "no status yet"
+	for {
+		svc, err := dyn.Resource(apiServiceResource).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+		} else if status, reason, message, ok := apiServiceAvailable(svc); ok {
+			if status == string(metav1.ConditionTrue) {
+				return nil
+			}
+			last = fmt.Sprintf("Available=%s (%s: %s)", status, reason, message)
+		}
+		select {
+		case <-m.exited:
+			return fmt.Errorf("clustertest: metrics-server exited (%v): %s", m.err, m.tail.String())
+		case <-deadline.C:
+			return fmt.Errorf("clustertest: the APIService %s is not available after %v: %s; metrics-server's last output: %s", name, metricsServerStartTTL, last, m.tail.String())
+		case <-ctx.Done():
+			return fmt.Errorf("clustertest: waiting for the APIService %s: %w (%s)", name, ctx.Err(), last)
+		case <-ticker.C:
+		}
+	}
+}
+
+// apiServiceAvailable returns the status, reason and message of an
+// APIService's Available condition, and whether it has one.
+func apiServiceAvailable(svc *unstructured.Unstructured) (status, reason, message string, ok bool) {
+	conditions, _, _ := unstructured.NestedSlice(svc.Object, "status", "conditions")
+	for _, c := range conditions {
+		cond, isMap := c.(map[string]any)
+		if !isMap || cond["type"] != "Available" {
+			continue
+		}
+		status, _ = cond["status"].(string)
+		reason, _ = cond["reason"].(string)
+		message, _ = cond["message"].(string)
+		return status, reason, message, true
+	}
+	return "", "", "", false
 }
 
 // waitServing waits until metrics-server accepts connections at addr, and

@@ -99,8 +99,10 @@ type Options struct {
 	// plane, as the resource metrics API (metrics.k8s.io) that kubectl top and the
 	// horizontal pod autoscaler read, from the nodes' /metrics/resource.
 	// Start builds it (BuildMetricsServer) unless MetricsServerBinary
-	// names one, and returns once it listens, before its first scrape
-	// (kubectl top answers after two scrapes, 10 seconds apart).
+	// names one, and returns once the API server reports its APIService
+	// Available (so discovery, and kubectl's cache of it, lists
+	// metrics.k8s.io), before its first scrape (kubectl top answers after
+	// two scrapes, 10 seconds apart).
 	MetricsServer       bool
 	MetricsServerBinary string
 	// StageExecutable is the program (processruntime's cmd/podkit-stages)
