@@ -43,7 +43,7 @@ import (
 // (-density.runtime=process) gives every pod real processes, and 3,000
 // of them do not fit this 2-core, 24 GiB machine.
 var (
-	densityRuntime     = flag.String("density.runtime", string(agent.RuntimeHollow), "BenchmarkDensity: the nodes' pod runtime, hollow or process")
+	densityRuntime     = flag.String("density.runtime", string(agent.RuntimeHollow), "BenchmarkDensity: the nodes' pod runtime, hollow or process, or kwok for kwok's nodes")
 	densityNodes       = flag.Int("density.nodes", 100, "BenchmarkDensity: podkit nodes, one of them a podkit-agent process")
 	densityPodsPerNode = flag.Int("density.pods-per-node", 30, "BenchmarkDensity: pods per node")
 	densityRate        = flag.Int("density.rate", 20, "BenchmarkDensity: pods created per second")
@@ -93,7 +93,23 @@ const (
 //     (its heartbeat is its own, at the same 10 s);
 //   - cp-cpu-s: the control plane process's CPU seconds over the same
 //     span as cpu-s/agent (etcd, API server, scheduler, controller
-//     manager), to show where the two cores went.
+//     manager), to show where the two cores went;
+//   - api-requests: the API server's requests over that span
+//     (apiserver_request_total, every client's: nodes, scheduler,
+//     controller manager, the benchmark), the largest by verb and
+//     resource logged.
+//
+// Every run then logs what the nodes wrote (densityFidelity: how many pods
+// have a pod IP, a host IP, Ready and their container running, the events
+// from the nodes, and how long one pod's deletion with its default grace
+// period took), after the figures are taken.
+//
+// -density.runtime=kwok runs the same cluster, pods and rate on kwok's
+// nodes instead (runDensityKwok: kwok's controller, built at benchmark
+// time, one process for all -density.nodes Nodes, which the benchmark
+// creates); it reports kwok-cpu-s and kwok-rss-MiB for that process, and
+// cpu-s/node, idle-cpu-ms/s/node and rss-MiB/node divided by the nodes.
+// It skips when kwok cannot be built (-density.kwok-version).
 //
 // Each iteration is a new cluster; the figures are the last iteration's,
 // and every iteration's are logged.
@@ -103,6 +119,16 @@ func BenchmarkDensity(b *testing.B) {
 	nodes, perNode, rate := *densityNodes, *densityPodsPerNode, *densityRate
 	if nodes < 2 || perNode < 1 || rate < 1 {
 		b.Fatalf("density: need at least 2 nodes, 1 pod per node and 1 pod per second (have %d, %d, %d)", nodes, perNode, rate)
+	}
+	if *densityRuntime == densityRuntimeKwok {
+		k, err := buildKwok(context.Background(), "go", *densityKwokVersion, b.TempDir())
+		if err != nil {
+			b.Skipf("-density.runtime=kwok: %v", err)
+		}
+		for i := range b.N {
+			runDensityKwok(b, i, k, nodes, perNode, rate)
+		}
+		return
 	}
 	rt, err := agent.ParseRuntime(*densityRuntime)
 	if err != nil {
@@ -118,31 +144,7 @@ func runDensity(b *testing.B, iteration int, rt agent.Runtime, nodes, perNode, r
 	b.StopTimer()
 	ctx := context.Background()
 	dir := b.TempDir()
-	logs, err := os.Create(filepath.Join(dir, "cluster.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer logs.Close()
-	// etcd's data in memory: on a disk shared with builds, its fsyncs
-	// stall writes past etcd's request timeout at about a thousand pods,
-	// and the benchmark would measure the disk.
-	clusterDir, err := os.MkdirTemp(densityClusterParent(), "podkit-density-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(clusterDir) // a Dir given is the caller's to remove, once Close ran
-	c, err := clustertest.Start(ctx, clustertest.Options{
-		Dir:                      clusterDir,
-		ControlPlaneLog:          logs,
-		HeartbeatInterval:        densityHeartbeat,
-		NodeStatusReportInterval: densityStatusReport,
-		NodeMonitorGracePeriod:   densityNodeGrace,
-		PodEvictionSeconds:       densityEvictionSec,
-		NewAgent:                 densityAgent(rt),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := startDensityCluster(ctx, b, dir, densityAgent(rt))
 	defer func() {
 		if err := c.Close(); err != nil {
 			b.Error(err)
@@ -152,6 +154,7 @@ func runDensity(b *testing.B, iteration int, rt agent.Runtime, nodes, perNode, r
 	buildOnce(b, agentPackage) // not while measuring
 	inProcess := nodes - 1
 
+	reqBefore := apiRequests(ctx, b, c.Admin())
 	before := sampleSelf()
 	cpBefore := processCPU(b, controlPlane)
 	b.StartTimer()
@@ -177,29 +180,18 @@ func runDensity(b *testing.B, iteration int, rt agent.Runtime, nodes, perNode, r
 	cpRunning := processCPU(b, controlPlane)
 	procRSS, procPeak := processMemory(b, agentPID)
 	procCPU := processCPU(b, agentPID)
+	reqRunning := apiRequests(ctx, b, c.Admin())
 
 	// The steady state: every pod runs, nothing changes; what do the
 	// nodes cost per second?
 	time.Sleep(*densityIdle) // a measuring window, not a wait for an outcome
 	idle := sampleSelf()
 	cpIdle := processCPU(b, controlPlane)
+	fid := densityFidelity(ctx, b, c.Admin(), "density")
 
 	n := float64(inProcess)
 	mib := func(v int64) float64 { return float64(v) / (1 << 20) }
-	lat := res.latencies()
-	q := func(d []time.Duration, p float64) float64 {
-		return d[min(len(d)-1, int(p*float64(len(d))))].Seconds()
-	}
-	sched, node := res.stages()
-	b.ReportMetric(q(lat, 0.50), "p50-s")
-	b.ReportMetric(q(lat, 0.99), "p99-s")
-	b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
-	b.ReportMetric(q(sched, 0.99), "sched-p99-s")
-	b.ReportMetric(q(node, 0.99), "node-p99-s")
-	b.ReportMetric(float64(len(lat)), "pods")
-	b.ReportMetric(float64(nodes), "nodes")
-	b.ReportMetric(ready.Seconds(), "ready-s")
-	b.ReportMetric(float64(res.retries), "create-retries")
+	res.report(b, nodes, ready)
 	b.ReportMetric((running.cpu-before.cpu).Seconds()/n, "cpu-s/agent")
 	b.ReportMetric(float64((idle.cpu-running.cpu).Milliseconds())/n/densityIdle.Seconds(), "idle-cpu-ms/s/agent")
 	b.ReportMetric(mib(running.heap-before.heap)/n, "heap-MiB/agent")
@@ -207,11 +199,11 @@ func runDensity(b *testing.B, iteration int, rt agent.Runtime, nodes, perNode, r
 	b.ReportMetric(mib(procRSS), "proc-rss-MiB")
 	b.ReportMetric(procCPU.Seconds(), "proc-cpu-s")
 	b.ReportMetric((cpRunning - cpBefore).Seconds(), "cp-cpu-s")
+	reqs, reqTop := requestDelta(reqBefore, reqRunning)
+	b.ReportMetric(reqs, "api-requests")
 
-	lo, hi := res.spread()
 	b.Logf("iteration %d: %s runtime, %d in-process nodes and 1 podkit-agent process", iteration, rt, inProcess)
-	b.Logf("iteration %d: %d pods on %d nodes (%d to %d a node) at %d/s: startup p50 %.3fs p90 %.3fs p99 %.3fs max %.3fs; created->bound p99 %.3fs, bound->Running p99 %.3fs",
-		iteration, len(lat), nodes, lo, hi, rate, q(lat, 0.5), q(lat, 0.9), q(lat, 0.99), lat[len(lat)-1].Seconds(), q(sched, 0.99), q(node, 0.99))
+	b.Logf("iteration %d: %s", iteration, res.summary(nodes, rate))
 	b.Logf("iteration %d: this process, %d agents: CPU %.1fs while the nodes started, %.1fs while the pods started, %.0f ms/s idle over %v; heap %d -> %d -> %d MiB, RSS %d -> %d -> %d MiB (before nodes, idle nodes, pods running)",
 		iteration, inProcess, (idleNodes.cpu - before.cpu).Seconds(), (running.cpu - idleNodes.cpu).Seconds(),
 		float64((idle.cpu-running.cpu).Milliseconds())/densityIdle.Seconds(), *densityIdle,
@@ -219,7 +211,48 @@ func runDensity(b *testing.B, iteration int, rt agent.Runtime, nodes, perNode, r
 	b.Logf("iteration %d: the podkit-agent process (%d pods): RSS %d MiB (peak %d MiB), CPU %.1fs; the control plane: CPU %.1fs until every pod ran, %.0f ms/s idle",
 		iteration, res.perNode[fmt.Sprintf("node-%d", inProcess)], procRSS>>20, procPeak>>20, procCPU.Seconds(),
 		(cpRunning - cpBefore).Seconds(), float64((cpIdle-cpRunning).Milliseconds())/densityIdle.Seconds())
+	b.Logf("iteration %d: the API server's requests (every client's) from AddNodes to every pod Running: %.0f; %s", iteration, reqs, reqTop)
+	b.Logf("iteration %d: %s", iteration, fid)
 	b.Logf("iteration %d: load average %s", iteration, loadAverage())
+}
+
+// densityRuntimeKwok is -density.runtime's value for kwok's nodes
+// (runDensityKwok) instead of podkit's.
+const densityRuntimeKwok = "kwok"
+
+// startDensityCluster starts the density cluster, its control plane's
+// log in dir and its state in memory, with the density node-lifecycle
+// timings; newAgent builds its nodes' agents (nil: the cluster's
+// default, for a cluster whose nodes are not clustertest's).
+func startDensityCluster(ctx context.Context, b *testing.B, dir string, newAgent func(clustertest.NodeEnv) (clustertest.Agent, error)) *clustertest.Cluster {
+	logs, err := os.Create(filepath.Join(dir, "cluster.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { logs.Close() })
+	// etcd's data in memory: on a disk shared with builds, its fsyncs
+	// stall writes past etcd's request timeout at about a thousand pods,
+	// and the benchmark would measure the disk.
+	clusterDir, err := os.MkdirTemp(densityClusterParent(), "podkit-density-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A Dir given is the caller's to remove, once Close ran: the
+	// cleanup runs after the caller's deferred Close.
+	b.Cleanup(func() { os.RemoveAll(clusterDir) })
+	c, err := clustertest.Start(ctx, clustertest.Options{
+		Dir:                      clusterDir,
+		ControlPlaneLog:          logs,
+		HeartbeatInterval:        densityHeartbeat,
+		NodeStatusReportInterval: densityStatusReport,
+		NodeMonitorGracePeriod:   densityNodeGrace,
+		PodEvictionSeconds:       densityEvictionSec,
+		NewAgent:                 newAgent,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
 
 // densityAgent is the cluster's NewAgent for runtime rt.
@@ -276,6 +309,38 @@ func (r densityResult) stages() (sched, node []time.Duration) {
 	slices.Sort(sched)
 	slices.Sort(node)
 	return sched, node
+}
+
+// quantile returns the p quantile of sorted, in seconds.
+func quantile(sorted []time.Duration, p float64) float64 {
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))].Seconds()
+}
+
+// report reports the pods' startup figures, the same on every side of
+// the density benchmark: startup p50, p99 and max, created to bound and
+// bound to Running p99, the pods and nodes, the nodes' time to Ready and
+// the creations retried.
+func (r densityResult) report(b *testing.B, nodes int, ready time.Duration) {
+	lat := r.latencies()
+	sched, node := r.stages()
+	b.ReportMetric(quantile(lat, 0.50), "p50-s")
+	b.ReportMetric(quantile(lat, 0.99), "p99-s")
+	b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
+	b.ReportMetric(quantile(sched, 0.99), "sched-p99-s")
+	b.ReportMetric(quantile(node, 0.99), "node-p99-s")
+	b.ReportMetric(float64(len(lat)), "pods")
+	b.ReportMetric(float64(nodes), "nodes")
+	b.ReportMetric(ready.Seconds(), "ready-s")
+	b.ReportMetric(float64(r.retries), "create-retries")
+}
+
+// summary says the pods' startup figures in a line, for the log.
+func (r densityResult) summary(nodes, rate int) string {
+	lat := r.latencies()
+	sched, node := r.stages()
+	lo, hi := r.spread()
+	return fmt.Sprintf("%d pods on %d nodes (%d to %d a node) at %d/s: startup p50 %.3fs p90 %.3fs p99 %.3fs max %.3fs; created->bound p99 %.3fs, bound->Running p99 %.3fs",
+		len(lat), nodes, lo, hi, rate, quantile(lat, 0.5), quantile(lat, 0.9), quantile(lat, 0.99), lat[len(lat)-1].Seconds(), quantile(sched, 0.99), quantile(node, 0.99))
 }
 
 // spread returns the fewest and the most pods a node runs.
