@@ -38,7 +38,7 @@ const (
 
 var footprintArgs = flag.String("footprint.args", "", "BenchmarkAgentFootprint: extra podkit-agent flags for every agent, space-separated (such as --binary-paging readahead), to measure a setting")
 
-var footprintProfiles = flag.String("footprint.profiles", "", "BenchmarkAgentFootprint: a directory to write each agent's heap profile to (heap-<sub-benchmark>-<iteration>.pprof), for go tool pprof")
+var footprintProfiles = flag.String("footprint.profiles", "", "BenchmarkAgentFootprint: a directory to write each agent's heap and allocation profiles (heap-<sub-benchmark>-<iteration>.pprof, allocs-…), goroutines (goroutine-….txt) and /proc/<pid>/smaps (smaps-….txt) to, read at the steady point")
 
 // A footprintCase is one sub-benchmark: the agent's extra flags and the
 // pods it runs.
@@ -57,7 +57,8 @@ type footprintCase struct {
 // goroutines then, the API requests it sent from its start until every pod
 // ran (api-requests) and during the settle time (settle-api-requests), and
 // the pods' startup, creation to Running as a watch sees it (p50-s,
-// p99-s). The pods are bound to the node at creation (no scheduler).
+// p99-s), and the CPU time the agent used until every pod ran (cpu-s) and
+// during the settle time (settle-cpu-s). The pods are bound to the node at creation (no scheduler).
 //
 // Each sub-benchmark turns one feature on or off, so a feature's cost is
 // the difference between two of them:
@@ -165,6 +166,8 @@ func BenchmarkAgentFootprint(b *testing.B) {
 				b.ReportMetric(f.startRSS, "start-rss-MiB")
 				b.ReportMetric(f.settleRequests, "settle-api-requests")
 				b.ReportMetric(f.p50, "p50-s")
+				b.ReportMetric(f.cpu, "cpu-s")
+				b.ReportMetric(f.settleCPU, "settle-cpu-s")
 			}
 			report := func(values []float64, unit string) {
 				slices.Sort(values)
@@ -195,6 +198,9 @@ type footprint struct {
 	goroutines               float64
 	requests, settleRequests float64
 	p50, p99                 float64 // seconds
+	cpu, settleCPU           float64 // CPU-seconds: until every pod ran, and during the settle time
+	threads                  int     // the agent's OS threads
+	podProcs                 []processGroup
 }
 
 // measureFootprint runs one agent as node name with fc's flags and pods,
@@ -233,15 +239,18 @@ func measureFootprint(b *testing.B, c *clustertest.Cluster, fc footprintCase, na
 	defer w.Stop()
 	b.StartTimer()
 	created := map[string]time.Time{}
+	var uids []string
 	for i := range footprintPods {
 		pod := fc.pod(ns, i)
 		pod.Spec.NodeName = name
 		grace := int64(1) // sleep as a sandbox's PID 1 ignores SIGTERM
 		pod.Spec.TerminationGracePeriodSeconds = &grace
 		created[pod.Name] = time.Now()
-		if _, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		made, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
 			b.Fatal(err)
 		}
+		uids = append(uids, string(made.UID))
 	}
 	var lat []time.Duration
 	running := map[string]bool{}
@@ -265,6 +274,8 @@ func measureFootprint(b *testing.B, c *clustertest.Cluster, fc footprintCase, na
 	f.p50, f.p99 = lat[len(lat)/2].Seconds(), lat[min(len(lat)-1, len(lat)*99/100)].Seconds()
 	startVars := debugVars(b, debug)
 	startRSS, _ := processMemory(b, pid)
+	startCPU := processCPU(b, pid)
+	f.cpu = startCPU.Seconds()
 	f.startRSS = float64(startRSS) / (1 << 20)
 	select {
 	case <-time.After(footprintSettle): // the steady state is a time of running pods
@@ -273,25 +284,41 @@ func measureFootprint(b *testing.B, c *clustertest.Cluster, fc footprintCase, na
 	}
 	vars := debugVars(b, debug)
 	rss, hwm := processMemory(b, pid)
+	f.settleCPU = (processCPU(b, pid) - startCPU).Seconds()
 	f.rss, f.hwm = float64(rss)/(1<<20), float64(hwm)/(1<<20)
-	anon, file := residentSplit(b, pid)
+	anon, file, threads := residentSplit(b, pid)
+	f.threads = threads
 	f.anon, f.file = float64(anon)/(1<<20), float64(file)/(1<<20)
 	f.heap = float64(vars.MemStats.HeapInuse) / (1 << 20)
+	f.podProcs = podProcessMemory(b, pid, filepath.Join(dir, "agent-state"), uids)
 	f.goroutines = float64(vars.Agent.Goroutines)
 	f.requests = float64(startVars.Agent.APIRequests["total"])
 	f.settleRequests = float64(vars.Agent.APIRequests["total"] - startVars.Agent.APIRequests["total"])
 	b.Logf("%s: RSS %.1f MiB at start, %.1f MiB steady (%.1f anonymous, %.1f the binary's pages; peak %.1f), heap in use %.1f MiB (sys %.1f MiB, GC goal %.1f MiB), %d goroutines; API requests until running %v",
 		label, f.startRSS, f.rss, f.anon, f.file, f.hwm, f.heap, float64(vars.MemStats.Sys)/(1<<20), float64(vars.MemStats.NextGC)/(1<<20), vars.Agent.Goroutines, startVars.Agent.APIRequests)
+	mib := func(n uint64) float64 { return float64(n) / (1 << 20) }
+	ms := vars.MemStats
+	b.Logf("%s: Go runtime: heap in use %.1f, idle %.1f (released %.1f), stacks %.1f, spans %.1f, GC metadata %.1f, other %.1f MiB; GC cycles %d; %d threads",
+		label, mib(ms.HeapInuse), mib(ms.HeapIdle), mib(ms.HeapReleased), mib(ms.StackInuse), mib(ms.MSpanInuse), mib(ms.GCSys), mib(ms.OtherSys), ms.NumGC, f.threads)
+	b.ReportMetric(float64(f.threads), "threads")
+	for _, g := range f.podProcs {
+		b.Logf("%s: pod processes %s: %d, RSS %.1f MiB in all (PSS %.1f)", label, g.comm, g.n, mib(uint64(g.rss)), mib(uint64(g.pss)))
+	}
 	if *footprintProfiles != "" {
+		copyFile(b, fmt.Sprintf("/proc/%d/smaps", pid), filepath.Join(*footprintProfiles, "smaps-"+label+".txt"))
+		saveResidentPages(b, pid, filepath.Join(*footprintProfiles, "resident-"+label+".txt"))
 		saveHeapProfile(b, debug, filepath.Join(*footprintProfiles, "heap-"+label+".pprof"))
+		saveDebug(b, "http://"+debug+"/debug/pprof/goroutine?debug=1", filepath.Join(*footprintProfiles, "goroutine-"+label+".txt"))
+		saveDebug(b, "http://"+debug+"/debug/pprof/allocs", filepath.Join(*footprintProfiles, "allocs-"+label+".pprof"))
 	}
 	return f
 }
 
 // residentSplit returns the anonymous and the file-backed parts of
 // process pid's resident memory (RssAnon, RssFile), in bytes: the agent's
-// own memory, and the pages of its binary it has mapped.
-func residentSplit(b *testing.B, pid int) (anon, file int64) {
+// own memory, and the pages of its binary it has mapped; and its number of
+// threads.
+func residentSplit(b *testing.B, pid int) (anon, file int64, threads int) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
@@ -299,6 +326,9 @@ func residentSplit(b *testing.B, pid int) (anon, file int64) {
 	for line := range strings.Lines(string(raw)) {
 		key, value, _ := strings.Cut(line, ":")
 		fields := strings.Fields(value)
+		if key == "Threads" && len(fields) == 1 {
+			threads, _ = strconv.Atoi(fields[0])
+		}
 		if len(fields) != 2 || fields[1] != "kB" {
 			continue
 		}
@@ -310,7 +340,7 @@ func residentSplit(b *testing.B, pid int) (anon, file int64) {
 			file = kb << 10
 		}
 	}
-	return anon, file
+	return anon, file, threads
 }
 
 // agentVars is what the footprint benchmark reads of an agent's
@@ -321,7 +351,9 @@ type agentVars struct {
 		APIRequests map[string]int `json:"apiRequests"`
 	} `json:"agent"`
 	MemStats struct {
-		HeapInuse, Sys, NextGC uint64
+		HeapInuse, Sys, NextGC                                          uint64
+		HeapIdle, HeapReleased, StackInuse, MSpanInuse, GCSys, OtherSys uint64
+		NumGC                                                           uint32
 	} `json:"memstats"`
 }
 
@@ -340,7 +372,27 @@ func debugVars(b *testing.B, addr string) agentVars {
 
 // saveHeapProfile writes the agent's heap profile (after a GC) to path.
 func saveHeapProfile(b *testing.B, addr, path string) {
-	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+	saveDebug(b, "http://"+addr+"/debug/pprof/heap?gc=1", path)
+}
+
+// copyFile copies from (such as a /proc file) to path.
+func copyFile(b *testing.B, from, path string) {
+	raw, err := os.ReadFile(from)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// saveDebug writes what url (one of the agent's /debug/ pages) serves to
+// path.
+func saveDebug(b *testing.B, url, path string) {
+	resp, err := http.Get(url)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -433,4 +485,121 @@ func startFootprintAgent(b *testing.B, c *clustertest.Cluster, name, dir string,
 		b.Fatalf("the podkit-agent node did not become Ready: %v", err)
 	}
 	return cmd.Process.Pid, time.Since(start), stop
+}
+
+// A processGroup is the pods' processes of one name (argv[0]): how many,
+// and their resident memory summed (RSS; PSS shares each page among the
+// processes mapping it), in bytes.
+type processGroup struct {
+	comm     string
+	n        int
+	rss, pss int64
+}
+
+// podProcessMemory returns the memory of the processes the agent pid
+// started for its pods (the sandboxes' init, log shims, stage processes,
+// the containers), grouped by name: every other process whose command
+// line names the agent's stateDir or whose environment names one of the
+// pods' uids.
+func podProcessMemory(b *testing.B, pid int, stateDir string, uids []string) []processGroup {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	groups := map[string]*processGroup{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil || p == pid || p == os.Getpid() {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p))
+		ours := strings.Contains(string(cmdline), stateDir)
+		for _, uid := range uids {
+			ours = ours || strings.Contains(string(environ), uid)
+		}
+		if !ours {
+			continue
+		}
+		rollup, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", p))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// The program's name as its starter gave it: the shims and
+		// sandboxes run the agent's binary again (comm "exe").
+		name, _, _ := strings.Cut(string(cmdline), "\x00")
+		name = filepath.Base(name)
+		g := groups[name]
+		if g == nil {
+			g = &processGroup{comm: name}
+			groups[name] = g
+		}
+		g.n++
+		for line := range strings.Lines(string(rollup)) {
+			key, value, _ := strings.Cut(line, ":")
+			fields := strings.Fields(value)
+			if len(fields) != 2 {
+				continue
+			}
+			kb, _ := strconv.ParseInt(fields[0], 10, 64)
+			switch key {
+			case "Rss":
+				g.rss += kb << 10
+			case "Pss":
+				g.pss += kb << 10
+			}
+		}
+	}
+	var out []processGroup
+	for _, g := range groups {
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b processGroup) int { return strings.Compare(a.comm, b.comm) })
+	return out
+}
+
+// saveResidentPages writes to path the resident pages of process pid's
+// mappings of its own executable, from /proc/<pid>/pagemap: a line
+// "<file offset> <permissions>" (hexadecimal offset) per resident page, for
+// mapping to the binary's sections and symbols.
+func saveResidentPages(b *testing.B, pid int, path string) {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pagemap, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pagemap.Close()
+	page := uint64(os.Getpagesize())
+	var out strings.Builder
+	for line := range strings.Lines(string(maps)) {
+		fields := strings.Fields(line)
+		if len(fields) < 6 || fields[5] != exe {
+			continue
+		}
+		from, to, _ := strings.Cut(fields[0], "-")
+		start, _ := strconv.ParseUint(from, 16, 64)
+		end, _ := strconv.ParseUint(to, 16, 64)
+		offset, _ := strconv.ParseUint(fields[2], 16, 64)
+		entries := make([]byte, (end-start)/page*8)
+		if _, err := pagemap.ReadAt(entries, int64(start/page*8)); err != nil {
+			b.Fatal(err)
+		}
+		for i := range (end - start) / page {
+			entry := uint64(entries[i*8]) | uint64(entries[i*8+1])<<8 | uint64(entries[i*8+2])<<16 | uint64(entries[i*8+3])<<24 |
+				uint64(entries[i*8+4])<<32 | uint64(entries[i*8+5])<<40 | uint64(entries[i*8+6])<<48 | uint64(entries[i*8+7])<<56
+			if entry&(1<<63) != 0 {
+				fmt.Fprintf(&out, "%x %s\n", offset+i*page, fields[1])
+			}
+		}
+	}
+	if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -49,15 +49,32 @@ const (
 	benchCreateBurst = 2000
 )
 
-// startupStagesFlag, -startup.stages, makes BenchmarkPodStartup's agents run
-// their pods' sandbox stages and log shims from processruntime's
-// cmd/podkit-stages (agent.Config.StageExecutable, the podkit-agent's
-// --stage-executable), built for it, rather than from their own
-// executables.
-var startupStagesFlag = flag.Bool("startup.stages", false, "BenchmarkPodStartup: the agents run the sandbox stages from cmd/podkit-stages")
+// startupOwnStagesFlag, -startup.ownstages, makes BenchmarkPodStartup's
+// agents run their pods' sandbox stages and log shims from their own
+// executables (the test binary, the podkit-agent command) rather than from
+// processruntime's cmd/podkit-stages, which clustertest builds
+// (clustertest.Options.OwnStageExecutable; the podkit-agent's
+// --stage-executable).
+var startupOwnStagesFlag = flag.Bool("startup.ownstages", false, "BenchmarkPodStartup: the agents run the sandbox stages from their own executables, not from cmd/podkit-stages")
 
-// stagesPackage is the program -startup.stages builds.
-const stagesPackage = "github.com/podkit/podkit/examples/nodeagent/processruntime/cmd/podkit-stages"
+// startupSandboxFlag, -startup.sandbox, is BenchmarkPodStartup's agents'
+// sandbox setting (agent.Config.Sandbox, the podkit-agent's --sandbox):
+// auto, the default (every pod in a sandbox of its own where the machine
+// allows it), or off (the pods run as plain processes), to give the
+// sandbox's part of the startup time.
+var startupSandboxFlag = flag.String("startup.sandbox", "auto", "BenchmarkPodStartup: the agents' --sandbox, auto or off")
+
+// startupNetworkFlag, -startup.podnetwork=false, puts BenchmarkPodStartup's
+// sandboxed pods on no pod network (a loopback only: no bridge, veth nor
+// address; the podkit-agent's --pod-cidr none), to give the pod network's
+// part of the startup time.
+var startupNetworkFlag = flag.Bool("startup.podnetwork", true, "BenchmarkPodStartup: the sandboxed pods get the node's pod network (false: a loopback only)")
+
+// startupTokenFlag, -startup.token=false, creates BenchmarkPodStartup's
+// pods with automountServiceAccountToken false: no projected service
+// account volume, whose token is an API request (TokenRequest) at each
+// pod's first sync, to give that volume's part of the startup time.
+var startupTokenFlag = flag.Bool("startup.token", true, "BenchmarkPodStartup: the pods mount their service account token (false: automountServiceAccountToken false)")
 
 // BenchmarkPodStartup creates benchPods pods (no node named: the scheduler
 // places them) on a cluster of benchNodes podkit nodes, all at once and
@@ -73,6 +90,10 @@ const stagesPackage = "github.com/podkit/podkit/examples/nodeagent/processruntim
 //     to its first SyncPod, and that SyncPod;
 //   - writeq, write, watch: that SyncPod's return to the Running status
 //     patch sent, the patch, and its acceptance to the watch seeing it;
+//   - readq, read: where the status writer read the pod before that patch
+//     (statuswriter.WriteTrace.Read), writeq split in two: the SyncPod's
+//     return to the read sent, and the read sent to the patch sent (only
+//     the pods whose Running patch needed a read have them);
 //   - patches/pod: the status patches a pod got until it was Running.
 //
 // Each is a p50 and a p99 (-p50-s, -p99-s) over every pod of every
@@ -88,7 +109,8 @@ const stagesPackage = "github.com/podkit/podkit/examples/nodeagent/processruntim
 // after. Several iterations (-benchtime 3x) give the spread:
 //
 //	go test -run '^$' -bench PodStartup -benchtime 3x ./
-//	go test -run '^$' -bench PodStartup -benchtime 3x ./ -args -startup.stages
+//	go test -run '^$' -bench PodStartup -benchtime 3x ./ -args -startup.sandbox off
+//	go test -run '^$' -bench PodStartup -benchtime 3x ./ -args -startup.podnetwork=false -startup.token=false
 func BenchmarkPodStartup(b *testing.B) {
 	dir := b.TempDir()
 	logs, err := os.Create(filepath.Join(dir, "cluster.log"))
@@ -98,20 +120,30 @@ func BenchmarkPodStartup(b *testing.B) {
 	defer logs.Close()
 	ctx := context.Background()
 	trace := newStartupTrace()
-	var stages string
-	var agentFlags []string
-	if *startupStagesFlag {
-		stages = buildOnce(b, stagesPackage)
-		agentFlags = append(agentFlags, "--stage-executable", stages)
+	var sandbox processruntime.SandboxMode
+	switch *startupSandboxFlag {
+	case "auto":
+		sandbox = processruntime.SandboxAuto
+	case "off":
+		sandbox = processruntime.SandboxOff
+	default:
+		b.Fatalf("-startup.sandbox %q: want auto or off", *startupSandboxFlag)
 	}
 	c, err := clustertest.Start(ctx, clustertest.Options{
-		Nodes:           clustertest.Nodes(benchNodes - 1),
-		ControlPlaneLog: logs,
-		NewAgent:        tracedAgent(trace, stages),
+		Nodes:              clustertest.Nodes(benchNodes - 1),
+		ControlPlaneLog:    logs,
+		NewAgent:           tracedAgent(trace, sandbox, *startupNetworkFlag),
+		OwnStageExecutable: *startupOwnStagesFlag,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
+	agentFlags := []string{"--sandbox", *startupSandboxFlag}
+	if !*startupNetworkFlag {
+		agentFlags = append(agentFlags, "--pod-cidr", "none")
+	}
+	b.Logf("sandbox %s, pod network %v, service account token %v, stages from %q (empty: the agents' own executables)",
+		*startupSandboxFlag, *startupNetworkFlag, *startupTokenFlag, c.StageExecutable())
 	defer func() {
 		if err := c.Close(); err != nil {
 			b.Error(err)
@@ -161,9 +193,9 @@ func BenchmarkPodStartup(b *testing.B) {
 
 // tracedAgent is a clustertest NewAgent: the default agent, with a client
 // at the kubelet's default rate limits, its stages reported to trace, and
-// its pods' sandbox stages run from stages (agent.Config.StageExecutable;
-// "" for its own executable).
-func tracedAgent(trace *startupTrace, stages string) func(clustertest.NodeEnv) (clustertest.Agent, error) {
+// sandbox as its agent.Config.Sandbox, on the node's pod network unless
+// network is false.
+func tracedAgent(trace *startupTrace, sandbox processruntime.SandboxMode, network bool) func(clustertest.NodeEnv) (clustertest.Agent, error) {
 	return func(env clustertest.NodeEnv) (clustertest.Agent, error) {
 		cfg := rest.CopyConfig(env.Config)
 		cfg.QPS, cfg.Burst = agent.DefaultClientQPS, agent.DefaultClientBurst
@@ -178,7 +210,8 @@ func tracedAgent(trace *startupTrace, stages string) func(clustertest.NodeEnv) (
 		ac := clustertest.DefaultAgentConfig(env)
 		ac.Client, ac.EventClient = client, events
 		ac.Trace = trace.record
-		ac.StageExecutable = stages
+		ac.Sandbox = sandbox
+		ac.PodCIDRFromNode = network
 		return agent.New(ac)
 	}
 }
@@ -239,6 +272,9 @@ func startPods(b *testing.B, cs kubernetes.Interface, trace *startupTrace, ns st
 			defer wg.Done()
 			for name := range names {
 				pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: scriptSpec("exec sleep 3600")}
+				if !*startupTokenFlag {
+					pod.Spec.AutomountServiceAccountToken = new(false)
+				}
 				start := time.Now()
 				created, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 				if err != nil {
@@ -323,9 +359,11 @@ func startPods(b *testing.B, cs kubernetes.Interface, trace *startupTrace, ns st
 }
 
 // startAgentProcess builds cmd/podkit-agent and runs it as node name, with
-// a kubeconfig of that node's identity and the cluster's kubelet API
-// settings (and the flags extra, which win), until the returned stop is
-// called; it returns once the node is Ready and schedulable.
+// a kubeconfig of that node's identity, the cluster's kubelet API
+// settings and stages program (--stage-executable, the cluster's
+// StageExecutable, unless that is "") and the flags extra, which win,
+// until the returned stop is called; it returns once the node is Ready and
+// schedulable.
 func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string, extra ...string) (int, func()) {
 	bin := buildOnce(b, "github.com/podkit/podkit/examples/kube/cmd/podkit-agent")
 	cfg, err := c.NodeConfig(name)
@@ -344,6 +382,9 @@ func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string, e
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--node-name", name, "--state-dir", stateDir,
 		"--heartbeat-interval", "1s", "--housekeeping-interval", "1s",
 		"--client-ca-file", caFile, "--kubelet-port", "0")
+	if stages := c.StageExecutable(); stages != "" {
+		cmd.Args = append(cmd.Args, "--stage-executable", stages)
+	}
 	cmd.Args = append(cmd.Args, extra...)
 	stopAgent := runAgentCommand(b, cmd, dir)
 	stop := func() {
@@ -370,10 +411,18 @@ func startAgentProcess(b *testing.B, c *clustertest.Cluster, name, dir string, e
 }
 
 // runAgentCommand starts cmd, a podkit-agent, with its output in
-// dir/agent.log, and returns a function that stops it: SIGTERM, then
-// SIGKILL after a minute (a benchmark error), and closes the log.
+// dir/agent.log, and returns a function that stops it (runCommand; an
+// exit status other than 0 is a benchmark error).
 func runAgentCommand(b *testing.B, cmd *exec.Cmd, dir string) (stop func()) {
-	logs, err := os.Create(filepath.Join(dir, "agent.log"))
+	return runCommand(b, cmd, "podkit-agent", filepath.Join(dir, "agent.log"), true)
+}
+
+// runCommand starts cmd, the benchmark's process name, with its output
+// in the file logPath, and returns a function that stops it: SIGTERM,
+// then SIGKILL after a minute (a benchmark error), and closes the log.
+// With checkExit, an exit status other than 0 is a benchmark error too.
+func runCommand(b *testing.B, cmd *exec.Cmd, name, logPath string, checkExit bool) (stop func()) {
+	logs, err := os.Create(logPath)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -387,13 +436,13 @@ func runAgentCommand(b *testing.B, cmd *exec.Cmd, dir string) (stop func()) {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err := <-exited:
-			if err != nil {
-				b.Errorf("podkit-agent: %v", err)
+			if err != nil && checkExit {
+				b.Errorf("%s: %v", name, err)
 			}
 		case <-time.After(time.Minute):
 			_ = cmd.Process.Kill()
 			<-exited
-			b.Error("podkit-agent did not stop on SIGTERM")
+			b.Errorf("%s did not stop on SIGTERM", name)
 		}
 		logs.Close()
 	}
