@@ -209,11 +209,7 @@ func TestRequestSyncPanicIsSurvived(t *testing.T) {
 			panic("sync bug")
 		}})
 		require.NoError(t, err)
-		runCtx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(runCtx) }()
-		c.RegisterPod(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"}, Spec: v1.PodSpec{
-			Containers: []v1.Container{{Name: "m", EnvFrom: []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "c"}}}}}}}})
+		stop := runWithPod(t, c, false)
 		cm, err := c.GetConfigMap(context.Background(), "ns", "c")
 		require.NoError(t, err)
 		require.Equal(t, "1", cm.Data["k"])
@@ -225,7 +221,6 @@ func TestRequestSyncPanicIsSurvived(t *testing.T) {
 		require.Equal(t, "2", cm.Data["k"])
 		require.Equal(t, int32(1), calls.Load(), "RequestSync was called, and panicked")
 		stop()
-		require.NoError(t, <-done)
 	})
 }
 

@@ -42,11 +42,7 @@ func TestWatchStartsOverWhenItsVersionIsGone(t *testing.T) {
 		})
 		c, err := objectcache.New(client, objectcache.Options{})
 		require.NoError(t, err)
-		runCtx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(runCtx) }()
-		c.RegisterPod(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"}, Spec: v1.PodSpec{
-			Containers: []v1.Container{{Name: "m", EnvFrom: []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "c"}}}}}}}})
+		stop := runWithPod(t, c, false)
 		cm, err := c.GetConfigMap(context.Background(), "ns", "c")
 		require.NoError(t, err)
 		require.Equal(t, "1", cm.Data["k"])
@@ -60,7 +56,6 @@ func TestWatchStartsOverWhenItsVersionIsGone(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "2", cm.Data["k"], "the second watch is followed")
 		stop()
-		require.NoError(t, <-done)
 	})
 }
 
@@ -78,11 +73,7 @@ func TestWatchBacksOffAfterAFailure(t *testing.T) {
 		})
 		c, err := objectcache.New(client, objectcache.Options{})
 		require.NoError(t, err)
-		runCtx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(runCtx) }()
-		c.RegisterPod(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"}, Spec: v1.PodSpec{
-			Volumes: []v1.Volume{{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}}}}}})
+		stop := runWithPod(t, c, true)
 		_, err = c.GetSecret(context.Background(), "ns", "s")
 		require.NoError(t, err, "the list answered")
 		synctest.Wait()
@@ -93,8 +84,26 @@ func TestWatchBacksOffAfterAFailure(t *testing.T) {
 		synctest.Wait()
 		require.Equal(t, int32(2), watches.Load(), "retried after the backoff")
 		stop()
-		require.NoError(t, <-done)
 	})
+}
+
+// runWithPod runs c with one pod registered that uses the config map ns/c
+// (envFrom) or, with secret, the secret ns/s (a volume), and returns stop,
+// which stops c and checks that Run returned nil.
+func runWithPod(t *testing.T, c *objectcache.Cache, secret bool) (stop func()) {
+	t.Helper()
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	spec := v1.PodSpec{Containers: []v1.Container{{Name: "m", EnvFrom: []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "c"}}}}}}}
+	if secret {
+		spec = v1.PodSpec{Volumes: []v1.Volume{{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}}}}}
+	}
+	c.RegisterPod(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"}, Spec: spec})
+	return func() {
+		cancel()
+		require.NoError(t, <-done)
+	}
 }
 
 // watchListClient is a clientset that says it supports watch-list
@@ -125,16 +134,11 @@ func TestWatchListEndedEarlyStartsOver(t *testing.T) {
 		})
 		c, err := objectcache.New(watchListClient{client}, objectcache.Options{})
 		require.NoError(t, err)
-		runCtx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(runCtx) }()
-		c.RegisterPod(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"}, Spec: v1.PodSpec{
-			Containers: []v1.Container{{Name: "m", EnvFrom: []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "c"}}}}}}}})
+		stop := runWithPod(t, c, false)
 		got, err := c.GetConfigMap(context.Background(), "ns", "c")
 		require.NoError(t, err)
 		require.Equal(t, "1", got.Data["k"])
 		require.Equal(t, []bool{true, true}, initialAsked, "both requests were watch-lists from the start")
 		stop()
-		require.NoError(t, <-done)
 	})
 }
