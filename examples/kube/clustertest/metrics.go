@@ -48,9 +48,11 @@ var apiServiceResource = schema.GroupVersionResource{Group: "apiregistration.k8s
 
 // metricsServer is a running metrics-server process.
 type metricsServer struct {
-	cmd    *exec.Cmd
-	tail   *tailWriter
-	exited chan struct{}
+	cmd  *exec.Cmd
+	tail *tailWriter
+	// exited is closed once the process has ended, with err its
+	// cmd.Wait's.
+	exited <-chan struct{}
 	err    error
 }
 
@@ -95,7 +97,7 @@ func (c *Cluster) startMetricsServer(ctx context.Context, binary, dir string) (*
 		"--metric-resolution=" + metricsResolution,
 		"--kubelet-request-timeout=" + metricsScrapeTimeout,
 	}
-	m := &metricsServer{tail: &tailWriter{max: 50}, exited: make(chan struct{})}
+	m := &metricsServer{tail: &tailWriter{max: 50}}
 	log := c.opts.ControlPlaneLog
 	if log == nil {
 		log = io.Discard
@@ -106,13 +108,9 @@ func (c *Cluster) startMetricsServer(ctx context.Context, binary, dir string) (*
 	// It dies with this process (and its group is apart from a
 	// terminal's Ctrl-C, which this process handles).
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := m.cmd.Start(); err != nil {
+	if m.exited, err = startChild(m.cmd, &m.err); err != nil {
 		return nil, fmt.Errorf("clustertest: starting metrics-server: %w", err)
 	}
-	go func() {
-		m.err = m.cmd.Wait()
-		close(m.exited)
-	}()
 	if err := m.waitServing(ctx, net.JoinHostPort(c.opts.NodeIP.String(), strconv.Itoa(port))); err != nil {
 		return nil, errors.Join(err, m.stop())
 	}
