@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -115,16 +116,30 @@ func (a mockAgent) Run(ctx context.Context) error {
 		"KUBELET_PORT="+strconv.Itoa(kubeletPort),
 	)
 	cmd.Stdout, cmd.Stderr = a.log, a.log
-	// Killed with the test process, should that die first.
+	// Killed with the test process, should that die first. Linux sends
+	// Pdeathsig when the thread that forked the child ends, and the
+	// process runtime of this test process ends threads of its own: the
+	// child is forked from a goroutine locked to its thread, which holds
+	// it until the child has ended.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	startErr := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			startErr <- err
+			return
+		}
+		startErr <- nil
+		done <- cmd.Wait()
+	}()
+	if err := <-startErr; err != nil {
 		return fmt.Errorf("starting virtual-kubelet's mock provider: %w", err)
 	}
 	if a.started != nil {
 		a.started(cmd.Process.Pid)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		return fmt.Errorf("virtual-kubelet's mock provider exited: %v\n%s", err, a.log.String())
