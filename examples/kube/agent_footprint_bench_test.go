@@ -38,6 +38,10 @@ const (
 
 var footprintArgs = flag.String("footprint.args", "", "BenchmarkAgentFootprint: extra podkit-agent flags for every agent, space-separated (such as --binary-paging readahead), to measure a setting")
 
+var footprintEnv = flag.String("footprint.env", "", "BenchmarkAgentFootprint: extra environment variables for every agent, space-separated NAME=VALUE (such as GOGC=50), to measure a setting of the Go runtime")
+
+var footprintAgent = flag.String("footprint.agent", "", "BenchmarkAgentFootprint: the podkit-agent binary to run (such as one built with CGO_ENABLED=0), to measure a build setting; empty: cmd/podkit-agent built from this module")
+
 var footprintProfiles = flag.String("footprint.profiles", "", "BenchmarkAgentFootprint: a directory to write each agent's heap and allocation profiles (heap-<sub-benchmark>-<iteration>.pprof, allocs-…), goroutines (goroutine-….txt) and /proc/<pid>/smaps (smaps-….txt) to, read at the steady point")
 
 // A footprintCase is one sub-benchmark: the agent's extra flags and the
@@ -76,10 +80,17 @@ type footprintCase struct {
 //	                per pod)
 //	objects/sandbox-off      objects, with --sandbox off
 //	objects/kubelet-api-off  objects, without the kubelet API (no --client-ca-file)
+//	objects/memory-limit     objects, with --memory-limit 18Mi (a soft limit
+//	                         on the Go runtime's memory)
+//	objects/stages           objects, the pods' sandbox stages and log shims
+//	                         running cmd/podkit-stages (--stage-executable)
+//	                         rather than the agent's own binary
 //
 // It also reports how long the agent took from its start to its Node
-// Ready (ready-s). -footprint.args adds flags to every agent, to measure a
-// setting against the default.
+// Ready (ready-s). -footprint.args adds flags to every agent, and
+// -footprint.env environment variables (such as GOGC=50), to measure a
+// setting against the default; -footprint.agent runs a binary built
+// otherwise (such as with CGO_ENABLED=0).
 //
 // Every iteration runs a fresh agent (a node of its own) and namespace,
 // from a binary out of the page cache (dropPageCache).
@@ -152,6 +163,8 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		{name: "objects", pod: objects, objects: createObjects},
 		{name: "objects/sandbox-off", flags: []string{"--sandbox", "off"}, pod: objects, objects: createObjects},
 		{name: "objects/kubelet-api-off", flags: []string{"--no-kubelet-api"}, pod: objects, objects: createObjects},
+		{name: "objects/memory-limit", flags: []string{"--memory-limit", "18Mi"}, pod: objects, objects: createObjects},
+		{name: "objects/stages", flags: []string{"--stage-executable", c.StageExecutable()}, pod: objects, objects: createObjects},
 	}
 	run := 0
 	for _, fc := range cases {
@@ -294,8 +307,8 @@ func measureFootprint(b *testing.B, c *clustertest.Cluster, fc footprintCase, na
 	f.goroutines = float64(vars.Agent.Goroutines)
 	f.requests = float64(startVars.Agent.APIRequests["total"])
 	f.settleRequests = float64(vars.Agent.APIRequests["total"] - startVars.Agent.APIRequests["total"])
-	b.Logf("%s: RSS %.1f MiB at start, %.1f MiB steady (%.1f anonymous, %.1f the binary's pages; peak %.1f), heap in use %.1f MiB (sys %.1f MiB, GC goal %.1f MiB), %d goroutines; API requests until running %v",
-		label, f.startRSS, f.rss, f.anon, f.file, f.hwm, f.heap, float64(vars.MemStats.Sys)/(1<<20), float64(vars.MemStats.NextGC)/(1<<20), vars.Agent.Goroutines, startVars.Agent.APIRequests)
+	b.Logf("%s: RSS %.1f MiB at start, %.1f MiB steady (%.1f anonymous, %.1f the binary's pages; peak %.1f), heap in use %.1f MiB (sys %.1f MiB, GC goal %.1f MiB), %d goroutines; CPU %.2f s until running, %.2f s settling; API requests until running %v",
+		label, f.startRSS, f.rss, f.anon, f.file, f.hwm, f.heap, float64(vars.MemStats.Sys)/(1<<20), float64(vars.MemStats.NextGC)/(1<<20), vars.Agent.Goroutines, f.cpu, f.settleCPU, startVars.Agent.APIRequests)
 	mib := func(n uint64) float64 { return float64(n) / (1 << 20) }
 	ms := vars.MemStats
 	b.Logf("%s: Go runtime: heap in use %.1f, idle %.1f (released %.1f), stacks %.1f, spans %.1f, GC metadata %.1f, other %.1f MiB; GC cycles %d; %d threads",
@@ -443,7 +456,10 @@ func freeLoopbackAddress(b *testing.B) string {
 // kubelet API and args, as startAgentProcess does, until the returned stop
 // is called; it returns once the node is Ready.
 func startFootprintAgent(b *testing.B, c *clustertest.Cluster, name, dir string, args []string) (int, time.Duration, func()) {
-	bin := buildOnce(b, "github.com/podkit/podkit/examples/kube/cmd/podkit-agent")
+	bin := *footprintAgent
+	if bin == "" {
+		bin = buildOnce(b, "github.com/podkit/podkit/examples/kube/cmd/podkit-agent")
+	}
 	dropPageCache(b, bin)
 	cfg, err := c.NodeConfig(name)
 	if err != nil {
@@ -465,6 +481,9 @@ func startFootprintAgent(b *testing.B, c *clustertest.Cluster, name, dir string,
 		base = append(base, "--client-ca-file", caFile)
 	}
 	cmd := exec.Command(bin, append(base, args...)...)
+	if env := strings.Fields(*footprintEnv); len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	start := time.Now()
 	stopAgent := runAgentCommand(b, cmd, dir)
 	stop := func() {

@@ -43,9 +43,16 @@
 // http://127.0.0.1:6060/debug/pprof/heap) and counters (/debug/vars: the
 // Go runtime's memory statistics, goroutines, the API requests sent by
 // verb and resource) on a loopback address, without authentication.
-// --memory-limit 24Mi (or GOMEMLIMIT=24MiB) sets a soft limit on the Go
+// --memory-limit 18Mi (or GOMEMLIMIT=18MiB) sets a soft limit on the Go
 // runtime's memory that makes the garbage collector work harder near it;
-// GOGC applies too. Once set up, the agent drops the pages of its own
+// GOGC applies too. There is none by default: the Go runtime's memory
+// grows with the node's pods, and a limit below what they keep live has
+// the collector run again and again (up to half the agent's CPU), so size
+// it to the node (18Mi holds 30 pods' 6 MiB of live heap and 7 MiB of
+// stacks and GC metadata). --stage-executable also cuts the agent's own
+// resident memory, not only its CPU per pod start: pods' processes that
+// run the agent's binary keep most of it in the page cache, and the
+// agent's page faults then map their neighbours too. Once set up, the agent drops the pages of its own
 // binary that its start made resident, and has the kernel page the binary
 // in at random from then on (madvise MADV_DONTNEED, then MADV_RANDOM), so
 // that what stays resident is what it runs; PODKIT_BINARY_PAGING=readahead
@@ -118,7 +125,7 @@ func run() error {
 		allowHost    = flag.Bool("allow-host-access", false, "let pods ask for what reaches the host: privileged containers, hostNetwork, hostPID, hostIPC, hostUsers and hostPath volumes (off: such pods are rejected, HostAccessNotAllowed)")
 		imageConfig  = flag.String("image-config", "", "YAML or JSON `file` of image configurations (entrypoint, cmd, workingDir, env, user) for containers without a command of their own, over the built-in ones (busybox, alpine, debian, ...); see processruntime.LoadImageTable")
 		sandboxFlag  = flag.String("sandbox", "auto", "run each pod in a sandbox of its own (user, mount, PID, IPC, UTS and network namespaces): auto (where the machine allows it: root, user namespaces, Linux 5.12+), on (refuse to start without), off")
-		stages       = flag.String("stage-executable", "", "absolute path of processruntime's cmd/podkit-stages, built from the same source as the agent: each pod's sandbox stages and log shims run it rather than the agent's own executable, at a fraction of the CPU per pod start (empty: the agent's own)")
+		stages       = flag.String("stage-executable", "", "absolute path of processruntime's cmd/podkit-stages, built from the same source as the agent: each pod's sandbox stages and log shims run it rather than the agent's own executable, at a fraction of the CPU per pod start and of the memory (theirs, and the agent's own: its faults map what they keep of its binary in the page cache) (empty: the agent's own)")
 		podCIDR      = flag.String("pod-cidr", "", "the node's IPv4 pod range, such as 10.88.0.0/24: each sandboxed pod gets an address of it on the node's bridge (empty: the Node's spec.podCIDR, from the controller manager's node IPAM; none: no pod network, a loopback only)")
 		podCIDRWait  = flag.Duration("pod-cidr-wait", agent.DefaultPodCIDRWait, "with --pod-cidr empty, how long to wait for the Node's spec.podCIDR after registering")
 		bridge       = flag.String("bridge-name", "", "the node's bridge (default: pkbr and the range's address in hex)")
@@ -129,7 +136,7 @@ func run() error {
 		critical     = flag.Duration("shutdown-grace-period-critical-pods", 10*time.Second, "the part of --shutdown-grace-period kept for critical pods, stopped last")
 		runtimeFlag  = flag.String("runtime", string(agent.RuntimeProcess), "the pod runtime: process (each container a local process) or hollow (no process at all: each pod goes through the same lifecycle, status writes and events, its containers only pretend to run; the hollow node of scalability tests, kubemark's; the flags of the process runtime are then ignored)")
 		debugAddr    = flag.String("debug-address", "", "a loopback host:port (such as 127.0.0.1:6060) to serve Go's profiles (/debug/pprof/) and counters (/debug/vars: memory, goroutines, the API requests sent) on, without authentication (empty: not served)")
-		memoryLimit  = flag.String("memory-limit", "", "a soft limit on the Go runtime's memory (heap, stacks; not the binary's pages), such as 32Mi: the garbage collector works harder near it, as with GOMEMLIMIT (empty: GOMEMLIMIT's, by default none)")
+		memoryLimit  = flag.String("memory-limit", "", "a soft limit on the Go runtime's memory (heap, stacks; not the binary's pages), such as 18Mi for 30 pods: the garbage collector works harder near it, as with GOMEMLIMIT; size it to the node's pods, since below their live heap the collector runs again and again (empty: GOMEMLIMIT's, by default none)")
 	)
 	flag.Parse()
 	if err := memoryLimitSetting(*memoryLimit); err != nil {
