@@ -94,8 +94,14 @@ func TestAttachToAContainersTerminal(t *testing.T) {
 	t.Cleanup(func() { terminate(t, rt, pod, 1) })
 	a := startAttach(t, rt, pod.UID, "c", true, true)
 	a.resize <- processruntime.TerminalSize{Width: 90, Height: 20}
-	a.typeIn(t, "hi\r")
-	a.out.waitFor(t, "got hi at 20 90")
+	// The size goes to the terminal beside the input, not before it (as
+	// kubectl's resize stream does): a line typed before it arrives reads
+	// the old size, so type until a line reads the new one.
+	for n := 1; !strings.Contains(a.out.String(), "got hi at 20 90"); n++ {
+		require.Less(t, n, 100, "the terminal's size never became the session's: %q", a.out.String())
+		a.typeIn(t, "hi\r")
+		a.out.waitForN(t, "got hi at", n)
+	}
 	assert.Contains(t, strings.ReplaceAll(a.out.String(), "\r", ""), "hi\n", "the terminal echoes")
 	a.cancel()
 	require.NoError(t, a.wait(t).err)

@@ -42,11 +42,17 @@ func (k *sink) String() string {
 // waitFor waits until the sink holds want, failing after 30s.
 func (k *sink) waitFor(t *testing.T, want string) {
 	t.Helper()
+	k.waitForN(t, want, 1)
+}
+
+// waitForN waits until the sink holds want n times, failing after 30s.
+func (k *sink) waitForN(t *testing.T, want string, n int) {
+	t.Helper()
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	for {
 		k.mu.Lock()
-		has, ch := strings.Contains(k.b.String(), want), k.changed
+		has, ch := strings.Count(k.b.String(), want) >= n, k.changed
 		k.mu.Unlock()
 		if has {
 			return
@@ -54,7 +60,7 @@ func (k *sink) waitFor(t *testing.T, want string) {
 		select {
 		case <-ch:
 		case <-deadline.C:
-			t.Fatalf("no %q in %q within 30s", want, k.String())
+			t.Fatalf("not %d × %q in %q within 30s", n, want, k.String())
 		}
 	}
 }
