@@ -342,11 +342,33 @@ func (l *limiter) remove(uid types.UID) error {
 		case err == nil, errors.Is(err, syscall.ENOENT):
 		case errors.Is(err, syscall.EBUSY) && !v1Populated(dir):
 		default:
-			procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-			return fmt.Errorf("removing the pod's %s cgroup (processes %q): %w", c, strings.Fields(string(procs)), err)
+			return fmt.Errorf("removing the pod's %s cgroup (processes %s): %w", c, describeV1Procs(dir), err)
 		}
 	}
 	return nil
+}
+
+// describeV1Procs names the processes listed in the v1 cgroup dir, each
+// as PID (command, state, parent PID), for an error saying why the cgroup
+// cannot be removed; a process gone meanwhile is named by its PID alone.
+func describeV1Procs(dir string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	var out []string
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			out = append(out, f)
+			continue
+		}
+		st, err := readStat(pid)
+		if err != nil {
+			out = append(out, f+" (gone)")
+			continue
+		}
+		comm, _ := os.ReadFile("/proc/" + f + "/comm")
+		out = append(out, fmt.Sprintf("%d (%s, state %c, parent %d)", pid, strings.TrimSpace(string(comm)), st.state, st.ppid))
+	}
+	return "[" + strings.Join(out, ", ") + "]"
 }
 
 // v1Populated reports whether a live process is in the v1 cgroup dir. A
