@@ -279,13 +279,27 @@ func (l *limiter) startBorn(uid types.UID, start func() error) (placed bool, err
 	done := make(chan result, 1)
 	onDiscardedThread(func() {
 		tid := strconv.Itoa(syscall.Gettid())
+		// The thread leaves the pod's cgroups before the caller goes on,
+		// for the cgroups it leaves: its end comes later, and until then
+		// the pod's cgroups would hold it (a cleanup right after a short
+		// container failed with EBUSY, the agent's PID in cgroup.procs).
+		// It goes to the runtime's own cgroup of each controller, which
+		// outlives every pod's.
+		leave := func() {
+			for _, base := range l.v1 {
+				_ = writeCgroupFile(filepath.Join(base, "tasks"), tid)
+			}
+		}
 		for _, base := range l.v1 {
 			if writeCgroupFile(filepath.Join(base, "pod-"+string(uid), "tasks"), tid) != nil {
+				leave()
 				done <- result{}
 				return
 			}
 		}
-		done <- result{placed: true, err: start()}
+		err := start()
+		leave()
+		done <- result{placed: true, err: err}
 	})
 	if res := <-done; res.placed {
 		return true, res.err
