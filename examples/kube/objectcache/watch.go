@@ -60,27 +60,35 @@ func (c *Cache) newObjectWatch(k objectKey, store *objectStore, logger logr.Logg
 	selector := fields.OneTermEqualSelector("metadata.name", k.name).String()
 	w := &objectWatch{store: store, logger: logger, watchList: !watchlist.DoesClientNotSupportWatchListSemantics(c.client)}
 	if k.kind == kindSecret {
-		secrets := c.client.CoreV1().Secrets(k.namespace)
-		w.list = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = selector
-			return secrets.List(ctx, opts)
-		}
-		w.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = selector
-			return secrets.Watch(ctx, opts)
-		}
-		return w
-	}
-	configMaps := c.client.CoreV1().ConfigMaps(k.namespace)
-	w.list = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		opts.FieldSelector = selector
-		return configMaps.List(ctx, opts)
-	}
-	w.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		opts.FieldSelector = selector
-		return configMaps.Watch(ctx, opts)
+		w.list, w.watch = oneObject(c.client.CoreV1().Secrets(k.namespace), selector)
+	} else {
+		w.list, w.watch = oneObject(c.client.CoreV1().ConfigMaps(k.namespace), selector)
 	}
 	return w
+}
+
+// listWatcher is a typed client of one kind in one namespace (client-go's
+// SecretInterface, ConfigMapInterface), L its list type.
+type listWatcher[L runtime.Object] interface {
+	List(context.Context, metav1.ListOptions) (L, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+// oneObject returns client's list and watch requests narrowed to the
+// objects of selector (one name).
+func oneObject[L runtime.Object](client listWatcher[L], selector string) (
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
+) {
+	list = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		opts.FieldSelector = selector
+		return client.List(ctx, opts)
+	}
+	watchFn = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		opts.FieldSelector = selector
+		return client.Watch(ctx, opts)
+	}
+	return list, watchFn
 }
 
 // errRestart: the watch must start over with a new first answer (its

@@ -151,7 +151,7 @@ func (w *Writer) sync(ctx context.Context, pod *v1.Pod, mode syncMode) (outcome,
 		if !equality.Semantic.DeepEqual(current.Status, next) {
 			written, err := w.patchStatus(ctx, current, next, readAt, "")
 			if err != nil {
-				w.setSeen(nil, pod.UID)
+				w.forgetSeen(pod.UID)
 				return keep, err
 			}
 			w.setSeen(written)
@@ -240,7 +240,7 @@ func (w *Writer) writeFromSeen(ctx context.Context, pod *v1.Pod, rec recordedSta
 	}
 	written, err := w.patchStatus(ctx, base, next, time.Time{}, base.ResourceVersion)
 	if err != nil {
-		w.setSeen(nil, pod.UID)
+		w.forgetSeen(pod.UID)
 		if ctx.Err() != nil {
 			return true, keep, err
 		}
@@ -255,19 +255,21 @@ func (w *Writer) writeFromSeen(ctx context.Context, pod *v1.Pod, rec recordedSta
 }
 
 // setSeen records p as the writer's newest copy of its pod from the API
-// server, or, with p nil, forgets the copy of uid.
-func (w *Writer) setSeen(p *v1.Pod, uid ...types.UID) {
+// server.
+func (w *Writer) setSeen(p *v1.Pod) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if p == nil {
-		for _, u := range uid {
-			delete(w.seen, u)
-		}
-		return
-	}
 	if _, recorded := w.statuses[p.UID]; recorded {
 		w.seen[p.UID] = seenPod{pod: p, at: w.opts.Clock.Now()}
 	}
+}
+
+// forgetSeen forgets the writer's copy of pod uid: the next write reads
+// the pod.
+func (w *Writer) forgetSeen(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.seen, uid)
 }
 
 // read returns the pod the status of pod goes to: pod itself (same UID), or
