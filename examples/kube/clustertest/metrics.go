@@ -136,31 +136,17 @@ func (c *Cluster) waitMetricsAPIAvailable(ctx context.Context, m *metricsServer)
 		return fmt.Errorf("clustertest: %w", err)
 	}
 	name := metricsAPIVersion + "." + metricsAPIGroup
-	ticker := time.NewTicker(200 * time.Millisecond)
-	defer ticker.Stop()
-	deadline := time.NewTimer(metricsServerStartTTL)
-	defer deadline.Stop()
-	last := "no status yet"
-	for {
+	return m.await(ctx, "the APIService "+name+" to be available", 200*time.Millisecond, func() (bool, string) {
 		svc, err := dyn.Resource(apiServiceResource).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			last = err.Error()
-		} else if status, reason, message, ok := apiServiceAvailable(svc); ok {
-			if status == string(metav1.ConditionTrue) {
-				return nil
-			}
-			last = fmt.Sprintf("Available=%s (%s: %s)", status, reason, message)
+			return false, err.Error()
 		}
-		select {
-		case <-m.exited:
-			return fmt.Errorf("clustertest: metrics-server exited (%v): %s", m.err, m.tail.String())
-		case <-deadline.C:
-			return fmt.Errorf("clustertest: the APIService %s is not available after %v: %s; metrics-server's last output: %s", name, metricsServerStartTTL, last, m.tail.String())
-		case <-ctx.Done():
-			return fmt.Errorf("clustertest: waiting for the APIService %s: %w (%s)", name, ctx.Err(), last)
-		case <-ticker.C:
+		status, reason, message, ok := apiServiceAvailable(svc)
+		if !ok {
+			return false, "no status yet"
 		}
-	}
+		return status == string(metav1.ConditionTrue), fmt.Sprintf("Available=%s (%s: %s)", status, reason, message)
+	})
 }
 
 // apiServiceAvailable returns the status, reason and message of an
@@ -184,22 +170,36 @@ func apiServiceAvailable(svc *unstructured.Unstructured) (status, reason, messag
 // fails with its output if it exits first (a bad flag) or takes longer
 // than metricsServerStartTTL.
 func (m *metricsServer) waitServing(ctx context.Context, addr string) error {
-	ticker := time.NewTicker(100 * time.Millisecond)
+	return m.await(ctx, "metrics-server to listen on "+addr, 100*time.Millisecond, func() (bool, string) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		conn.Close()
+		return true, ""
+	})
+}
+
+// await checks cond every interval until it holds, and fails with what
+// cond saw last and metrics-server's output if metrics-server exits
+// first, after metricsServerStartTTL, or when ctx ends.
+func (m *metricsServer) await(ctx context.Context, what string, interval time.Duration, cond func() (ok bool, saw string)) error {
+	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	deadline := time.NewTimer(metricsServerStartTTL)
 	defer deadline.Stop()
 	for {
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			conn.Close()
+		ok, saw := cond()
+		if ok {
 			return nil
 		}
 		select {
 		case <-m.exited:
-			return fmt.Errorf("clustertest: metrics-server exited (%v): %s", m.err, m.tail.String())
+			return fmt.Errorf("clustertest: metrics-server exited (%v) while waiting for %s: %s", m.err, what, m.tail.String())
 		case <-deadline.C:
-			return fmt.Errorf("clustertest: metrics-server does not listen on %s after %v: %s", addr, metricsServerStartTTL, m.tail.String())
+			return fmt.Errorf("clustertest: waited %v for %s: last %s; metrics-server's output: %s", metricsServerStartTTL, what, saw, m.tail.String())
 		case <-ctx.Done():
-			return fmt.Errorf("clustertest: starting metrics-server: %w", ctx.Err())
+			return fmt.Errorf("clustertest: waiting for %s: %w (last %s)", what, ctx.Err(), saw)
 		case <-ticker.C:
 		}
 	}
