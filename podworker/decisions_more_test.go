@@ -61,14 +61,18 @@ func TestDecisionD11_GoroutinesFollowWork(t *testing.T) {
 			r.coolDown()
 			assert.Equal(t, idle, bubbleGoroutines(), "500 synced, idle pods")
 
-			// Work in progress does take goroutines, and gives them back.
+			// Work in progress does take goroutines, and gives them back:
+			// one per CPU at once, and one per running hook once they are
+			// found blocked.
 			gates := make([]*podworkertest.Gate, 10)
 			for i := range gates {
 				gates[i] = r.hold(types.UID(fmt.Sprint(i)), podworker.HookSyncPod)
 				r.update(podworker.SyncPodUpdate, mkPod(fmt.Sprint(i)))
 			}
 			r.settle()
-			assert.Equal(t, idle+10, bubbleGoroutines(), "one goroutine per running hook")
+			assert.Equal(t, idle+min(10, maxParked(0)), bubbleGoroutines(), "one goroutine per CPU at once")
+			r.stalled(10)
+			assert.Equal(t, idle+10, bubbleGoroutines(), "one goroutine per blocked hook")
 			for _, g := range gates {
 				g.Release()
 			}
@@ -104,6 +108,7 @@ func TestDecisionD11_GoroutinesFollowWork(t *testing.T) {
 			done := map[int]bool{}
 			for left := n; left > 0; left -= 3 {
 				r.settle()
+				r.stalled(3) // held hooks are blocked ones: past one per CPU, up to the cap
 				require.Equal(t, min(3, left), r.f.InFlight())
 				require.LessOrEqual(t, bubbleGoroutines(), idle+3, "no more workers than the cap")
 				var running []*podworkertest.Gate

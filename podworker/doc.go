@@ -102,7 +102,13 @@
 // when it runs out a few of them (at most GOMAXPROCS, and never more than
 // MaxConcurrentSyncs) stay parked, warm, for up to a second of the engine's
 // clock, so that the next updates find a goroutine waiting rather than
-// start one. Run's return ends them.
+// start one. Run's return ends them. Hooks run on at most GOMAXPROCS
+// workers at once while they are quick; a hook still running 5 ms of the
+// engine's clock after the pods behind it began to wait counts as blocked,
+// and another worker takes its place, so a pod waits behind blocked hooks
+// for 10 ms at most, and hooks that keep blocking
+// get, period by period, a worker each (as many as MaxConcurrentSyncs
+// allows).
 //
 // Hooks get a context that is cancelled when the pod's termination starts
 // (SyncPod), when its grace period shortens (SyncTerminatingPod), and when
@@ -152,9 +158,11 @@
 //   - D9: orphans terminate with their computed grace period.
 //   - D10: invalid updates are rejected with ErrInvalidUpdate; nothing is
 //     recorded.
-//   - D11: no goroutine per pod: workers run while there is work, and at
+//   - D11: no goroutine per pod: workers run while there is work, at most
+//     GOMAXPROCS at once for quick hooks plus one per blocked hook, and at
 //     most GOMAXPROCS stay parked for up to a second after it; no added
-//     wait per transition.
+//     wait per transition but the 10 ms, at most, it takes to find hooks
+//     blocked.
 //   - D12: a panicking hook is a failed sync; Run shuts down cleanly.
 //   - D13: a static pod that never started (its termination was requested
 //     while it waited for its full name) keeps the pod it was given:

@@ -3,6 +3,7 @@ package podworker
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -137,6 +138,10 @@ func newDriverEnv(t *testing.T, c scriptConfig) *driverEnv {
 	}
 	w.m.cfg.jitter = func(d time.Duration) time.Duration { return d }
 	w.pause = e.pause
+	// A script holds hooks as long as it likes and then runs another pod's:
+	// as for the machine, each hook has a worker of its own at once. The
+	// bound of workers per CPU, and its stall check, are stall_test's.
+	w.cpuWorkers = math.MaxInt
 	w.Subscribe(e.transitions)
 	e.w = w
 	ctx, stop := context.WithCancel(context.Background())

@@ -2,6 +2,7 @@ package podworker
 
 import (
 	"runtime"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,11 +21,13 @@ import (
 // after it parked.
 const parkIdleTimeout = 500 * time.Millisecond
 
-// maxParkedWorkers is how many workers may wait for work at once: one per
-// CPU the Go scheduler runs on (runtime.GOMAXPROCS at New), so that a burst
-// of quick hooks finds a worker for every CPU without a goroutine start;
-// never more than MaxConcurrentSyncs when that is set.
-func maxParkedWorkers(maxConcurrent int) int {
+// cpuWorkerCount is how many workers may wait for work at once, and how
+// many may run hooks that are not blocked (stall.go): one per CPU the Go
+// scheduler runs on (runtime.GOMAXPROCS at New), so that a burst of quick
+// hooks finds a worker for every CPU without a goroutine start, and no
+// more goroutines than CPUs fight for the lock; never more than
+// MaxConcurrentSyncs when that is set.
+func cpuWorkerCount(maxConcurrent int) int {
 	n := runtime.GOMAXPROCS(0)
 	if maxConcurrent > 0 {
 		n = min(n, maxConcurrent)
@@ -32,12 +35,25 @@ func maxParkedWorkers(maxConcurrent int) int {
 	return n
 }
 
-// parkedWorker is a worker's place in the parked stack: the channel it
-// waits on while parked, and why it was woken. A worker makes one the first
-// time it parks and keeps it for its life.
-type parkedWorker struct {
+// worker is one worker goroutine's state, shared with the engine under the
+// lock: its place among the live workers and the hook it runs, for the
+// stall check (stall.go), and, once it has parked, the channel it waits on
+// while parked and why it was woken. A worker makes it when it starts and
+// keeps it for its life.
+type worker struct {
+	// at is the worker's index in PodWorkers.live.
+	at int
+	// inHook is set, under the lock, when the worker takes a hook, and
+	// cleared, without it, as soon as the hook returns: a worker waiting
+	// for the lock to report its hook is not blocked in it. epoch is the
+	// count of stall checks armed when it took the hook; stuck is set once
+	// a stall check armed after that found the hook still running.
+	inHook atomic.Bool
+	stuck  bool
+	epoch  uint64
+
 	// wake gets one value per park: work for the worker, or its end. Its
-	// buffer of one means the waker never blocks.
+	// buffer of one means the waker never blocks. Made on the first park.
 	wake chan struct{}
 	// exit, set with wake, says the worker must exit rather than work.
 	exit bool
@@ -47,23 +63,20 @@ type parkedWorker struct {
 	// next is the worker to wake after this one, in the chain of wake-ups
 	// chosen under the lock (wakeLater). Written under the lock while the
 	// worker is parked; read by the waker before it wakes this worker.
-	next *parkedWorker
+	next *worker
 }
 
 // parkLocked parks the calling worker, when there is room and Run runs, and
 // waits without the lock until it is woken. It reports true when the
 // worker was woken for work (it holds the lock again, and no longer counts
 // as woken), false when it must exit: it was not parked, or a sweep or
-// Run's shutdown ended it. pw is the worker's own parkedWorker, made on
-// its first park.
-func (w *PodWorkers[T]) parkLocked(pw **parkedWorker) bool {
-	if w.state != running || len(w.parked) >= w.maxParked {
+// Run's shutdown ended it. p is the calling worker's own state.
+func (w *PodWorkers[T]) parkLocked(p *worker) bool {
+	if w.state != running || len(w.parked) >= w.cpuWorkers {
 		return false
 	}
-	p := *pw
-	if p == nil {
-		p = &parkedWorker{wake: make(chan struct{}, 1)}
-		*pw = p
+	if p.wake == nil {
+		p.wake = make(chan struct{}, 1)
 	}
 	p.exit, p.idle = false, false
 	w.parked = append(w.parked, p)

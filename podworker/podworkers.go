@@ -61,14 +61,25 @@ type PodWorkers[T any] struct {
 	// returning counts the workers whose hook returned and that wait for
 	// the lock to report it; they pop next. It is raised without the lock.
 	returning atomic.Int32
+	// cpuWorkers bounds the parked workers and the workers running hooks
+	// that are not stuck (cpuWorkerCount).
+	cpuWorkers int
 	// parked are the warm workers waiting for work (parking.go), the one
-	// that parked last at the end; maxParked bounds them.
-	parked    []*parkedWorker
-	maxParked int
+	// that parked last at the end.
+	parked []*worker
+	// live are the live workers, parked ones included, each at its index
+	// (worker.at); stuck counts those whose hook a stall check found
+	// running for a whole stall period (stall.go). epoch counts the stall
+	// checks armed, and stallAt is when the timer loop makes the armed one:
+	// zero while none is.
+	live    []*worker
+	stuck   int
+	epoch   uint64
+	stallAt time.Time
 	// wakeLater and spawnLater are the wake-ups spawnLocked chose under
 	// the lock — parked workers to wake (linked through next), or a
 	// goroutine to start — done by unlock once the lock is released.
-	wakeLater  *parkedWorker
+	wakeLater  *worker
 	spawnLater bool
 	// sweepAt is when the timer loop next ends the workers parked through
 	// a whole sweep period; zero while no worker is parked.
@@ -110,7 +121,7 @@ func New[T any](syncer PodSyncer[T], opts Options[T]) (*PodWorkers[T], error) {
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
-	w.maxParked = maxParkedWorkers(opts.MaxConcurrentSyncs)
+	w.cpuWorkers = cpuWorkerCount(opts.MaxConcurrentSyncs)
 	if opts.Status != nil {
 		w.stopped, _ = opts.Status.(StoppedChecker[T])
 	}
@@ -168,10 +179,10 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 		next, ok := w.m.fireDue(&fx)
 		fx.wake = false // this loop is awake
 		w.applyLocked(&fx, 0)
-		if !w.sweepAt.IsZero() {
-			if sweep := w.sweepParkedLocked(w.clock.Now()); !sweep.IsZero() && (!ok || sweep.Before(next)) {
-				next, ok = sweep, true
-			}
+		if !w.sweepAt.IsZero() || !w.stallAt.IsZero() {
+			now := w.clock.Now()
+			next, ok = earliest(next, ok, w.sweepParkedLocked(now))
+			next, ok = earliest(next, ok, w.checkStalledLocked(now))
 		}
 		w.unlock()
 
@@ -199,6 +210,15 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 	}
 }
 
+// earliest returns the earlier of the due time next (when ok) and at (when
+// not zero), and whether there is one.
+func earliest(next time.Time, ok bool, at time.Time) (time.Time, bool) {
+	if at.IsZero() || (ok && !at.Before(next)) {
+		return next, ok
+	}
+	return at, true
+}
+
 func (w *PodWorkers[T]) shutdown() {
 	w.mu.Lock()
 	w.state = stopped
@@ -207,6 +227,7 @@ func (w *PodWorkers[T]) shutdown() {
 	w.m.shutdown(&fx)
 	w.applyLocked(&fx, 0)
 	w.endParkedLocked()
+	w.stallAt = time.Time{}
 	w.unlock()
 	w.drain()
 	close(w.done)

@@ -88,6 +88,19 @@ func maxParked(maxConcurrent int) int {
 	return n
 }
 
+// stalled lets the engine's stall checks see n held hooks as blocked:
+// it sleeps stall periods on the bubble's clock, settling after each,
+// for as many as the workers need to grow by one per CPU each period to n
+// (two periods to find a hook blocked, then one per round), so that every
+// ready pod behind them has a worker.
+func (r *rig) stalled(n int) {
+	per := maxParked(0)
+	for range 2 + (n+per-1)/per {
+		time.Sleep(podworker.StallPeriod)
+		synctest.Wait()
+	}
+}
+
 func (r *rig) info(uid types.UID) podworker.PodInfo {
 	r.t.Helper()
 	info, ok := r.w.Pod(uid)

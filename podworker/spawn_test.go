@@ -23,9 +23,9 @@ func TestSpawnPolicy(t *testing.T) {
 		w, err := New[struct{}](PodSyncerFuncs[struct{}]{}, Options[struct{}]{})
 		require.NoError(t, err)
 		w.state = running
-		w.maxParked = max(w.maxParked, parked)
+		w.cpuWorkers = max(w.cpuWorkers, parked)
 		for range parked {
-			w.parked = append(w.parked, &parkedWorker{wake: make(chan struct{}, 1)})
+			w.parked = append(w.parked, &worker{wake: make(chan struct{}, 1)})
 			w.workers++
 		}
 		for i := range ready {
@@ -93,6 +93,20 @@ func TestSpawnPolicy(t *testing.T) {
 		w.spawnLocked(0)
 		assert.False(t, w.spawnLater)
 		assert.Zero(t, chosen(w))
+	})
+	t.Run("past one worker per CPU, only a stuck worker makes room", func(t *testing.T) {
+		w := rig(t, 0, 3)
+		w.workers = w.cpuWorkers // each in a hook
+		w.spawnLocked(0)
+		assert.False(t, w.spawnLater, "the bound holds")
+		assert.False(t, w.stallAt.IsZero(), "a stall check is armed")
+		assert.Equal(t, uint64(1), w.epoch, "hooks taken from now on are younger than the check")
+		w.spawnLocked(0)
+		assert.Equal(t, uint64(1), w.epoch, "one check at a time")
+		w.stuck = 1 // a check found one blocked
+		w.spawnLocked(0)
+		assert.True(t, w.spawnLater, "a worker in the stuck one's place")
+		w.wg.Add(-1)
 	})
 	t.Run("the cap holds", func(t *testing.T) {
 		w, err := New[struct{}](PodSyncerFuncs[struct{}]{}, Options[struct{}]{MaxConcurrentSyncs: 1})

@@ -26,8 +26,11 @@ import (
 // against waking a parked worker, which may find one sooner). A worker
 // that takes work while more is ready calls spawnLocked again, so the
 // number of workers grows one at a time while hooks block (a worker
-// blocked in a hook neither returns nor pops), and stays small while
-// hooks are quick (the lock is not fought over by many goroutines).
+// blocked in a hook neither returns nor pops). It grows to one per CPU
+// (cpuWorkers) at once; past that, only for the hooks a stall check found
+// blocked (stall.go): quick hooks run on as many goroutines as there are
+// CPUs, which do not fight over the lock, and a pod waits behind hooks
+// that block for no more than two stall periods.
 func (w *PodWorkers[T]) spawnLocked(poppers int) {
 	if w.state != running {
 		return
@@ -43,6 +46,10 @@ func (w *PodWorkers[T]) spawnLocked(poppers int) {
 	if w.max > 0 && w.workers >= w.max {
 		return
 	}
+	if w.workers-w.stuck >= w.cpuWorkers {
+		w.armStallCheckLocked()
+		return
+	}
 	w.workers++
 	w.spawning++
 	w.wg.Add(1)
@@ -56,9 +63,11 @@ func (w *PodWorkers[T]) spawnLocked(poppers int) {
 // work takes the lock once per hook.
 func (w *PodWorkers[T]) runWorker() {
 	defer w.wg.Done()
-	var parked *parkedWorker
+	self := &worker{}
 	w.mu.Lock()
 	w.spawning--
+	self.at = len(w.live)
+	w.live = append(w.live, self)
 	for w.state == running {
 		if w.pause != nil && !w.pauseLocked() {
 			break
@@ -72,30 +81,35 @@ func (w *PodWorkers[T]) runWorker() {
 			}
 			// This worker is busy now: make sure someone takes the rest.
 			fx.ready = true
+			self.epoch = w.epoch
+			self.inHook.Store(true)
 		}
 		released := w.applyLocked(&fx, 0)
 		if !ok {
 			if released {
 				continue // work may have come while the lock was let go
 			}
-			if w.parkLocked(&parked) {
+			if w.parkLocked(self) {
 				continue // woken for work
 			}
 			break
 		}
 		w.unlock()
 		terminal, err := w.call(&c)
+		self.inHook.Store(false)
 		// Returning: this worker pops next once it has the lock, so work
 		// made ready meanwhile needs no other worker (spawnLocked).
 		w.returning.Add(1)
 		w.mu.Lock()
 		w.returning.Add(-1)
+		w.idleLocked(self)
 		fx = effects{}
 		w.prepareLocked(&fx)
 		w.m.complete(&c, terminal, err, &fx)
 		w.applyLocked(&fx, 1)
 	}
 	w.workers--
+	w.leaveLocked(self)
 	w.unlock()
 }
 
