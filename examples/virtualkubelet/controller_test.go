@@ -132,6 +132,16 @@ func TestSameNameRecreatedDuringGraceIsAnotherPod(t *testing.T) {
 	defer resumeA()
 	e.delete("web", 30)
 	e.waitStage("uid-a", "terminating", func(i podworker.PodInfo, _ bool) bool { return i.Stage >= podworker.StageTerminating })
+	// Terminating is published before the hook calls the backend; a force
+	// deletion that came first would give the first stop 1s.
+	e.eventually("A's 30s stop to hang in the backend", func() bool {
+		for _, c := range e.cloud.Held(simcloud.OpStop) {
+			if c.UID == "uid-a" && c.Grace == 30*time.Second {
+				return true
+			}
+		}
+		return false
+	})
 
 	// The user force-deletes A and creates B under the same name.
 	e.delete("web", 0)

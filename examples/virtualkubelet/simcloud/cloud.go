@@ -95,6 +95,8 @@ type Cloud struct {
 	failureRate float64
 	pods        map[types.UID]*cloudPod
 	paused      map[types.UID]*pause
+	// held are the calls a pause holds now (Held).
+	held map[*Call]struct{}
 	// inject counts failures still to inject, by operation and pod.
 	inject map[injectKey]int
 	// calls holds the newest calls, up to 2*maxCalls, of which Calls
@@ -194,6 +196,7 @@ func New(opts Options) (*Cloud, error) {
 		failureRate: opts.FailureRate,
 		pods:        map[types.UID]*cloudPod{},
 		paused:      map[types.UID]*pause{},
+		held:        map[*Call]struct{}{},
 		inject:      map[injectKey]int{},
 	}, nil
 }
@@ -268,7 +271,7 @@ func (c *Cloud) call(ctx context.Context, rec Call, op func() error) error {
 	}
 	c.mu.Unlock()
 
-	err := c.wait(ctx, rec.Op, rec.UID, d)
+	err := c.wait(ctx, &rec, d)
 	if err == nil && fail {
 		err = ErrUnavailable
 	}
@@ -285,7 +288,9 @@ func (c *Cloud) call(ctx context.Context, rec Call, op func() error) error {
 	return err
 }
 
-func (c *Cloud) wait(ctx context.Context, op Op, uid types.UID, d time.Duration) error {
+// wait waits out a call's latency d, then any pause that holds it, while
+// ctx lasts. While paused, rec is among the held calls.
+func (c *Cloud) wait(ctx context.Context, rec *Call, d time.Duration) error {
 	if d > 0 {
 		t := c.clock.NewTimer(d)
 		defer t.Stop()
@@ -295,13 +300,20 @@ func (c *Cloud) wait(ctx context.Context, op Op, uid types.UID, d time.Duration)
 			return ctx.Err()
 		}
 	}
+	defer func() {
+		c.mu.Lock()
+		delete(c.held, rec)
+		c.mu.Unlock()
+	}()
 	for {
 		c.mu.Lock()
-		p := c.paused[uid]
-		c.mu.Unlock()
-		if p == nil || !p.holds(op) {
+		p := c.paused[rec.UID]
+		if p == nil || !p.holds(rec.Op) {
+			c.mu.Unlock()
 			return ctx.Err()
 		}
+		c.held[rec] = struct{}{}
+		c.mu.Unlock()
 		select {
 		case <-p.ch:
 		case <-ctx.Done():
@@ -510,6 +522,22 @@ func (c *Cloud) Pods() []vk.RemotePod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.podsLocked()
+}
+
+// Held returns the calls a Pause holds now, optionally only those of the
+// given operations, in no particular order; their Err and At are not set
+// yet. A test waits for a call to be held before it acts on the call in
+// flight (a hung Stop, say).
+func (c *Cloud) Held(ops ...Op) []Call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Call
+	for rec := range c.held {
+		if len(ops) == 0 || slices.Contains(ops, rec.Op) {
+			out = append(out, *rec)
+		}
+	}
+	return out
 }
 
 // Calls returns the calls recorded so far (the newest Options.MaxCalls),
