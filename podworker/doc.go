@@ -108,7 +108,11 @@
 // and another worker takes its place, so a pod waits behind blocked hooks
 // for 10 ms at most, and hooks that keep blocking
 // get, period by period, a worker each (as many as MaxConcurrentSyncs
-// allows).
+// allows). An UpdatePod that finds the lock taken does not wait for it: it
+// hands its update to the lock's holder, which applies it, in the order
+// handed, before it lets go or reads anything (handoff.go), so a burst of
+// updates from many goroutines keeps the CPUs busy rather than queued on
+// the lock; every method still sees the updates its caller made before.
 //
 // Hooks get a context that is cancelled when the pod's termination starts
 // (SyncPod), when its grace period shortens (SyncTerminatingPod), and when

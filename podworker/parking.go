@@ -88,7 +88,7 @@ func (w *PodWorkers[T]) parkLocked(p *worker) bool {
 	}
 	w.unlock()
 	<-p.wake
-	w.mu.Lock()
+	w.lock()
 	if p.exit {
 		return false
 	}
@@ -151,25 +151,76 @@ func (w *PodWorkers[T]) endParkedLocked() {
 	w.sweepAt = time.Time{}
 }
 
-// unlock releases the lock, then wakes the parked workers or starts the
+// release releases the lock, then wakes the parked workers or starts the
 // goroutine spawnLocked chose while it was held. Waking or starting a
 // goroutine may wake an idle thread of the Go scheduler (a system call),
 // and the woken worker's first step is to take the lock: done under the
 // lock, that would lengthen the caller's hold and make the worker wait
 // for it. Every release of the lock after a machine call goes through
-// unlock, so the goroutine that chose a wake-up is the one that does it.
-// A worker's next link is read before it is woken: once woken, it may
-// park again and be chained anew.
-func (w *PodWorkers[T]) unlock() {
-	p, spawn := w.wakeLater, w.spawnLater
-	w.wakeLater, w.spawnLater = nil, false
+// release or unlock, so the goroutine that chose a wake-up is the one that
+// does it.
+//
+// release is for a caller that takes the lock again at once (applyLocked);
+// a caller done with the lock calls unlock.
+func (w *PodWorkers[T]) release() {
+	p, spawn := w.wakeUpsLocked()
 	w.mu.Unlock()
+	w.wakeUp(p, spawn)
+}
+
+// unlock is the release of a caller done with the lock. Right after
+// letting go, it applies the updates handed over while the lock was held
+// (handoff.go), when no one else has taken the lock to do so, and only
+// then makes the wake-ups chosen under all those holds: an update handed
+// over waits for no system call.
+func (w *PodWorkers[T]) unlock() {
+	p, spawn := w.wakeUpsLocked()
+	w.mu.Unlock()
+	for w.handed.top.Load() != nil && w.mu.TryLock() {
+		w.takeHandedLocked()
+		q, more := w.wakeUpsLocked()
+		w.mu.Unlock()
+		p = chainWakeUps(p, q)
+		spawn += more
+	}
+	w.wakeUp(p, spawn)
+}
+
+// wakeUpsLocked takes the wake-ups spawnLocked chose: the chain of parked
+// workers to wake, and how many goroutines to start (0 or 1).
+func (w *PodWorkers[T]) wakeUpsLocked() (*worker, int) {
+	p, spawn := w.wakeLater, 0
+	if w.spawnLater {
+		spawn = 1
+	}
+	w.wakeLater, w.spawnLater = nil, false
+	return p, spawn
+}
+
+// chainWakeUps appends the chain q to the chain p. Both are the caller's
+// (taken under the lock), and short: at most cpuWorkers are parked.
+func chainWakeUps(p, q *worker) *worker {
+	if p == nil {
+		return q
+	}
+	last := p
+	for last.next != nil {
+		last = last.next
+	}
+	last.next = q
+	return p
+}
+
+// wakeUp wakes the chain of parked workers p and starts spawn goroutines,
+// without the lock. A worker's next link is read before it is woken: once
+// woken, it may park again and be chained anew.
+func (w *PodWorkers[T]) wakeUp(p *worker, spawn int) {
 	for p != nil {
 		next := p.next
 		p.wake <- struct{}{}
 		p = next
 	}
-	if spawn {
+	for range spawn {
 		go w.runWorker()
 	}
 }

@@ -84,6 +84,9 @@ type PodWorkers[T any] struct {
 	// sweepAt is when the timer loop next ends the workers parked through
 	// a whole sweep period; zero while no worker is parked.
 	sweepAt time.Time
+	// handed are the updates handed over by UpdatePod callers that found
+	// the lock taken (handoff.go).
+	handed handoff
 	// values gives hook contexts the values of Run's context.
 	values context.Context
 
@@ -157,7 +160,7 @@ func (w *PodWorkers[T]) hookValues(r *record) context.Context {
 // Run may be called once. A second call while it runs is an error; a call
 // after it returned returns ErrStopped.
 func (w *PodWorkers[T]) Run(ctx context.Context) error {
-	w.mu.Lock()
+	w.lock()
 	switch w.state {
 	case running:
 		w.unlock()
@@ -174,7 +177,7 @@ func (w *PodWorkers[T]) Run(ctx context.Context) error {
 	var timer clock.Timer
 	for {
 		var fx effects
-		w.mu.Lock()
+		w.lock()
 		w.prepareLocked(&fx)
 		next, ok := w.m.fireDue(&fx)
 		fx.wake = false // this loop is awake
@@ -220,7 +223,8 @@ func earliest(next time.Time, ok bool, at time.Time) (time.Time, bool) {
 }
 
 func (w *PodWorkers[T]) shutdown() {
-	w.mu.Lock()
+	w.lock()
+	w.closeHandoffLocked()
 	w.state = stopped
 	var fx effects
 	w.prepareLocked(&fx)
@@ -280,8 +284,14 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 		k.statusFn = ko.PodStatusFunc
 		k.override = ko.PodTerminationGracePeriodSecondsOverride
 	}
+	if w.mu.TryLock() {
+		w.takeHandedLocked() // the caller's own handed updates come first
+	} else if handed, err := w.handOver(u, k); handed || err != nil {
+		return err
+	} else {
+		w.lock() // too many handed: wait, as without the handoff
+	}
 	var fx effects
-	w.mu.Lock()
 	if w.state == stopped {
 		w.unlock()
 		return ErrStopped
@@ -313,7 +323,7 @@ func (w *PodWorkers[T]) updatePod(ctx context.Context, opts UpdatePodOptions, ow
 func (w *PodWorkers[T]) Resync(uid types.UID) bool {
 	var ok bool
 	var fx effects
-	w.mu.Lock()
+	w.lock()
 	if w.state != stopped {
 		w.prepareLocked(&fx)
 		ok = w.m.nudge(uid, &fx)
@@ -348,7 +358,7 @@ func (w *PodWorkers[T]) KillPod(ctx context.Context, pod *v1.Pod, opts KillPodOp
 	case <-own:
 		return nil
 	case <-ctx.Done():
-		w.mu.Lock()
+		w.lock()
 		w.m.detach(pod.UID, own)
 		w.unlock()
 		return ctx.Err()
@@ -379,7 +389,7 @@ func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]WorkerRep
 		}
 	}
 	var fx effects
-	w.mu.Lock()
+	w.lock()
 	w.prepareLocked(&fx)
 	out := w.m.syncKnown(set, &fx)
 	w.applyLocked(&fx, 0)
@@ -390,15 +400,15 @@ func (w *PodWorkers[T]) SyncKnownPods(desired []*v1.Pod) map[types.UID]WorkerRep
 // Pod returns a snapshot of the worker for uid; ok is false when there is
 // none.
 func (w *PodWorkers[T]) Pod(uid types.UID) (info PodInfo, ok bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.lock()
+	defer w.unlock()
 	return w.m.info(uid)
 }
 
 // Pods returns a snapshot of every worker, in no particular order. The
 // slice is the caller's.
 func (w *PodWorkers[T]) Pods() []PodInfo {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.lock()
+	defer w.unlock()
 	return w.m.infos()
 }

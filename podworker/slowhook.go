@@ -53,7 +53,7 @@ func (w *PodWorkers[T]) drain() {
 
 // logWaiting logs the hooks Run's shutdown still waits for.
 func (w *PodWorkers[T]) logWaiting(waited time.Duration) {
-	w.mu.Lock()
+	w.lock()
 	hooks, n := w.m.runningHooks(maxListedHooks)
 	w.unlock()
 	w.log.Info("Run is shutting down and still waits for pod hooks to return after their contexts were cancelled",

@@ -39,9 +39,9 @@ func (w *PodWorkers[T]) applyLocked(fx *effects, poppers int) (released bool) {
 	if !fx.outside() {
 		return false
 	}
-	w.unlock()
+	w.release()
 	w.finish(fx)
-	w.mu.Lock()
+	w.mu.Lock() // not lock: handed updates wait for the caller's own unlock
 	return true
 }
 
@@ -110,7 +110,7 @@ func closeOnce(ch chan<- struct{}) (ok bool) {
 // reportReusedChan logs a CompletedCh the engine found already closed: the
 // caller handed it to two kills, or closed it. Called without the lock.
 func (w *PodWorkers[T]) reportReusedChan(c closeReq) {
-	w.mu.Lock()
+	w.lock()
 	name := w.m.fullNameOf(c.rec)
 	w.unlock()
 	w.log.Error(errCompletedChReused, "A KillPodOptions.CompletedCh was already closed when the engine closed it: the same channel was handed to more than one kill, or closed by its owner", "podUID", c.rec.uid, "pod", name)

@@ -11,8 +11,8 @@ import "k8s.io/apimachinery/pkg/types"
 
 // ask answers one question of the window under the lock.
 func (w *PodWorkers[T]) ask(uid types.UID, q *question) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.lock()
+	defer w.unlock()
 	return w.m.ask(uid, q)
 }
 
@@ -71,7 +71,7 @@ func (w *PodWorkers[T]) ShouldPodContentBeRemoved(uid types.UID) bool {
 // its static pod still stops. False for full names no started static pod
 // holds.
 func (w *PodWorkers[T]) IsPodForMirrorPodTerminatingByFullName(fullName string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.lock()
+	defer w.unlock()
 	return w.m.mirrorPodTerminating(fullName)
 }

@@ -64,7 +64,7 @@ func (w *PodWorkers[T]) spawnLocked(poppers int) {
 func (w *PodWorkers[T]) runWorker() {
 	defer w.wg.Done()
 	self := &worker{}
-	w.mu.Lock()
+	w.lock()
 	w.spawning--
 	self.at = len(w.live)
 	w.live = append(w.live, self)
@@ -100,7 +100,7 @@ func (w *PodWorkers[T]) runWorker() {
 		// Returning: this worker pops next once it has the lock, so work
 		// made ready meanwhile needs no other worker (spawnLocked).
 		w.returning.Add(1)
-		w.mu.Lock()
+		w.lock()
 		w.returning.Add(-1)
 		w.idleLocked(self)
 		fx = effects{}
@@ -119,7 +119,7 @@ func (w *PodWorkers[T]) runWorker() {
 func (w *PodWorkers[T]) pauseLocked() bool {
 	w.unlock()
 	w.pause()
-	w.mu.Lock()
+	w.lock()
 	return w.state == running
 }
 
