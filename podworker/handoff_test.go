@@ -34,7 +34,10 @@ func (v *versions) syncer() PodSyncer[struct{}] {
 		defer v.mu.Unlock()
 		v.seen[pod.UID] = append(v.seen[pod.UID], pod.ResourceVersion)
 		return false, nil
-	}}
+	},
+		SyncTerminatingPodFunc: func(context.Context, *v1.Pod, struct{}, int64, func(*v1.PodStatus)) error { return nil },
+		SyncTerminatedPodFunc:  func(context.Context, *v1.Pod, struct{}) error { return nil },
+	}
 }
 
 func (v *versions) of(uid types.UID) []string {

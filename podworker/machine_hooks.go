@@ -251,12 +251,17 @@ func (m *machine) fireDue(fx *effects) (next time.Time, ok bool) {
 		if !found {
 			return time.Time{}, false
 		}
-		if !r.has(fTimed) {
-			m.delayed.Remove(r) // a stale entry, due or not
-			continue
-		}
 		if tick(due) > now {
+			// A stale entry (its record's timer was cancelled) stays until
+			// it is due, or until its record is forgotten: removing it
+			// now, as the first of thousands a burst of kills leaves,
+			// would cost a heap operation each, where syncKnown drops them
+			// in one pass. Its due time is at worst an early wake.
 			return m.timeOf(tick(due)), true
+		}
+		if !r.has(fTimed) {
+			m.delayed.Remove(r) // a stale entry, now due
+			continue
 		}
 		if r.has(fRunning) {
 			if r.slowWarnings < math.MaxUint16 {

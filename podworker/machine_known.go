@@ -40,9 +40,11 @@ func (m *machine) dropForgotten() {
 	m.bulkForgotten = 0
 	if m.peak >= 256 && left < m.peak/4 {
 		records := make(map[types.UID]*record, left)
-		for uid, r := range m.records {
-			if !r.has(fForgotten) {
-				records[uid] = r
+		if left > 0 { // else all went: nothing to look at
+			for uid, r := range m.records {
+				if !r.has(fForgotten) {
+					records[uid] = r
+				}
 			}
 		}
 		m.records, m.peak = records, left
