@@ -21,14 +21,14 @@ type Options[T any] struct {
 	// error.
 	MaxConcurrentSyncs int
 	// ResyncInterval is how long after a successful SyncPod the engine calls
-	// SyncPod again (as SyncPodSync), jittered up by to 50%. Defaults to one
-	// minute. A negative value disables resyncs; one above MaxDelay is an
-	// error.
+	// SyncPod again (as SyncPodSync), lengthened by a random jitter of up to
+	// 50%. Defaults to one minute. A negative value disables resyncs; one
+	// above MaxDelay is an error.
 	ResyncInterval time.Duration
 	// BackOff is the first delay after a failed hook; each further failure
-	// of the same pod doubles it, up to MaxBackOff. Delays are jittered up by
-	// to 50%. A success resets it. Defaults to one second. Negative, or above
-	// MaxDelay, is an error.
+	// of the same pod doubles it, up to MaxBackOff. Each delay is lengthened
+	// by a random jitter of up to 50%. A success resets it. Defaults to one
+	// second. Negative, or above MaxDelay, is an error.
 	BackOff time.Duration
 	// MaxBackOff caps the backoff, and the delay a hook's RetryAfter error
 	// asks for. Defaults to two minutes, or BackOff when that is larger. It
