@@ -25,15 +25,16 @@ import (
 //   - Handed updates are applied in the order they were handed, all of one
 //     batch before any effect of theirs lets the lock go, so one caller's
 //     updates to a pod are applied in its order.
-//   - At most maxHanded wait at once; beyond that a caller waits for the
-//     lock as before, which bounds the memory and the time one holder
-//     spends applying them.
-//   - Run's shutdown closes the stack first (handoffClosed) and waits for
+//   - About maxHanded wait at most (callers racing past the check add one
+//     each); beyond that a caller waits for the lock as before, which
+//     bounds the memory and the time one holder spends applying them.
+//   - Run's shutdown closes the stack first (closeHandoffLocked) and waits for
 //     the callers pushing onto it, then applies what they pushed: an
 //     update handed before Run returned is applied before it does, and one
 //     handed later is refused with ErrStopped, as any UpdatePod then is.
 
-// maxHanded bounds the updates handed over and not yet applied.
+// maxHanded is where callers stop handing updates over and wait for the
+// lock instead.
 const maxHanded = 256
 
 // handedUpdate is one update waiting for the lock's holder, linked to the

@@ -11,8 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -21,59 +19,11 @@ import (
 // themselves, as a busy engine would, to make the handoff happen when they
 // want it.
 
-// versions records, per UID, the ResourceVersions SyncPod was given.
-type versions struct {
-	mu   sync.Mutex
-	seen map[types.UID][]string
-}
-
-func (v *versions) syncer() PodSyncer[struct{}] {
-	v.seen = map[types.UID][]string{}
-	return PodSyncerFuncs[struct{}]{SyncPodFunc: func(_ context.Context, _ UpdateType, pod, _ *v1.Pod, _ struct{}) (bool, error) {
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		v.seen[pod.UID] = append(v.seen[pod.UID], pod.ResourceVersion)
-		return false, nil
-	},
-		SyncTerminatingPodFunc: func(context.Context, *v1.Pod, struct{}, int64, func(*v1.PodStatus)) error { return nil },
-		SyncTerminatedPodFunc:  func(context.Context, *v1.Pod, struct{}) error { return nil },
-	}
-}
-
-func (v *versions) of(uid types.UID) []string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return append([]string(nil), v.seen[uid]...)
-}
-
-func versionedPod(uid string, rv int) *v1.Pod {
-	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "ns", UID: types.UID(uid), ResourceVersion: strconv.Itoa(rv)}}
-}
-
-// startHandoffEngine runs an engine over v's syncer until the test ends.
-func startHandoffEngine(t *testing.T, v *versions) (w *PodWorkers[struct{}], stop func()) {
-	t.Helper()
-	w, err := New(v.syncer(), Options[struct{}]{ResyncInterval: -1})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- w.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(t, <-ran)
-		})
-	}
-	t.Cleanup(stop)
-	return w, stop
-}
-
 func TestHandoff(t *testing.T) {
 	t.Run("updates made while the lock is held are applied in their order when it is let go", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			v := &versions{}
-			w, _ := startHandoffEngine(t, v)
+			w, _ := startEngine(t, v, Options[struct{}]{})
 			synctest.Wait()
 			w.mu.Lock()
 			require.NoError(t, w.UpdatePod(context.Background(), UpdatePodOptions{UpdateType: SyncPodCreate, Pod: versionedPod("a", 1)}))
@@ -89,7 +39,7 @@ func TestHandoff(t *testing.T) {
 	t.Run("the next taker of the lock applies them before it reads", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			v := &versions{}
-			w, _ := startHandoffEngine(t, v)
+			w, _ := startEngine(t, v, Options[struct{}]{})
 			synctest.Wait()
 			w.mu.Lock()
 			require.NoError(t, w.UpdatePod(context.Background(), UpdatePodOptions{UpdateType: SyncPodCreate, Pod: versionedPod("a", 1)}))
@@ -104,7 +54,7 @@ func TestHandoff(t *testing.T) {
 	t.Run("beyond maxHanded a caller waits for the lock", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			v := &versions{}
-			w, _ := startHandoffEngine(t, v)
+			w, _ := startEngine(t, v, Options[struct{}]{})
 			synctest.Wait()
 			w.mu.Lock()
 			for i := range maxHanded {
@@ -127,7 +77,7 @@ func TestHandoff(t *testing.T) {
 	t.Run("after Run has returned a handed update is refused", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			v := &versions{}
-			w, stop := startHandoffEngine(t, v)
+			w, stop := startEngine(t, v, Options[struct{}]{})
 			stop()
 			w.mu.Lock()
 			err := w.UpdatePod(context.Background(), UpdatePodOptions{UpdateType: SyncPodCreate, Pod: versionedPod("late", 1)})
@@ -140,7 +90,7 @@ func TestHandoff(t *testing.T) {
 	})
 	t.Run("Run's shutdown waits for a caller pushing as it closes the stack", func(t *testing.T) {
 		v := &versions{}
-		w, stop := startHandoffEngine(t, v)
+		w, stop := startEngine(t, v, Options[struct{}]{})
 		// A caller that has looked at the stack, found it open, and not yet
 		// pushed.
 		w.handed.pushing.Add(1)
@@ -165,7 +115,7 @@ func TestHandoff(t *testing.T) {
 	t.Run("an update pushed after the holder let go is applied by its caller", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			v := &versions{}
-			w, _ := startHandoffEngine(t, v)
+			w, _ := startEngine(t, v, Options[struct{}]{})
 			synctest.Wait()
 			// The caller found the lock taken; the holder let go and found
 			// nothing handed; only then does the caller push.
@@ -189,7 +139,7 @@ func TestHandoff(t *testing.T) {
 // versions in order, and the last one each producer sent.
 func TestHandoffUnderContention(t *testing.T) {
 	v := &versions{}
-	w, stop := startHandoffEngine(t, v)
+	w, stop := startEngine(t, v, Options[struct{}]{})
 	const producers, pods, versionsPerPod = 4, 50, 40
 	var wg sync.WaitGroup
 	for p := range producers {

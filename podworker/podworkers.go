@@ -223,8 +223,8 @@ func earliest(next time.Time, ok bool, at time.Time) (time.Time, bool) {
 }
 
 func (w *PodWorkers[T]) shutdown() {
-	w.lock()
-	w.closeHandoffLocked()
+	w.mu.Lock()
+	w.closeHandoffLocked() // applies what was handed, as lock would
 	w.state = stopped
 	var fx effects
 	w.prepareLocked(&fx)

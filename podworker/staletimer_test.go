@@ -2,7 +2,6 @@ package podworker
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,33 +18,15 @@ import (
 // drops those of the pods it forgets in one pass.
 func TestStaleTimerEntries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		syncs := map[types.UID]int{}
-		syncer := PodSyncerFuncs[struct{}]{SyncPodFunc: func(_ context.Context, _ UpdateType, pod, _ *v1.Pod, _ struct{}) (bool, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			syncs[pod.UID]++
-			return false, nil
-		},
-			SyncTerminatingPodFunc: func(context.Context, *v1.Pod, struct{}, int64, func(*v1.PodStatus)) error { return nil },
-			SyncTerminatedPodFunc:  func(context.Context, *v1.Pod, struct{}) error { return nil },
-		}
-		w, err := New(syncer, Options[struct{}]{ResyncInterval: time.Minute})
-		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- w.Run(ctx) }()
-		defer func() { cancel(); require.NoError(t, <-ran) }()
+		v := &versions{}
+		w, _ := startEngine(t, v, Options[struct{}]{ResyncInterval: time.Minute})
+		ctx := context.Background()
 		heapLen := func() int {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			return w.m.delayed.Len()
 		}
-		syncsOf := func(uid types.UID) int {
-			mu.Lock()
-			defer mu.Unlock()
-			return syncs[uid]
-		}
+		syncsOf := func(uid types.UID) int { return len(v.of(uid)) }
 
 		for _, uid := range []string{"a", "b", "c"} {
 			require.NoError(t, w.UpdatePod(ctx, UpdatePodOptions{UpdateType: SyncPodCreate, Pod: versionedPod(uid, 1)}))

@@ -16,7 +16,7 @@ import (
 // engine that forgot everything keeps nothing.
 func TestSyncKnownPodsRebuildKeepsTheRest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w, _ := startHandoffEngine(t, &versions{})
+		w, _ := startEngine(t, &versions{}, Options[struct{}]{})
 		ctx := context.Background()
 		const pods, kept = 400, 40 // kept < pods/4: the map is rebuilt
 		var all, desired []*v1.Pod
