@@ -30,6 +30,9 @@ type podStamps struct {
 	runningSent  time.Time // the first status patch with phase Running was sent
 	runningAcked time.Time // ... and the API server accepted it
 	writes       int       // status patches sent for the pod before it was Running
+	syncs        int       // SyncPods begun before the Running patch was sent
+	secondSync   time.Time // the second SyncPod began
+	firstErr     string    // the first SyncPod's error, "" when it succeeded
 }
 
 // startupTrace gathers the stamps of the pods of one iteration, by UID.
@@ -75,7 +78,16 @@ func (t *startupTrace) record(p agent.PodTrace) {
 			first(&s.delivered)
 		case agent.TraceSyncStarted:
 			first(&s.syncStart)
+			if s.runningSent.IsZero() {
+				s.syncs++
+			}
+			if s.syncs == 2 {
+				first(&s.secondSync)
+			}
 		case agent.TraceSyncEnded:
+			if s.syncEnd.IsZero() && p.Err != nil {
+				s.firstErr = p.Err.Error()
+			}
 			first(&s.syncEnd)
 		case agent.TraceStatusRead:
 			if p.Phase == v1.PodRunning {
@@ -122,6 +134,7 @@ var startupStages = []stage{
 	{"deliver", "bound seen by the watch to handed to the agent's worker", func(s *podStamps) time.Time { return s.bound }, func(s *podStamps) time.Time { return s.delivered }},
 	{"syncwait", "handed to the worker to its first SyncPod", func(s *podStamps) time.Time { return s.delivered }, func(s *podStamps) time.Time { return s.syncStart }},
 	{"sync", "the first SyncPod", func(s *podStamps) time.Time { return s.syncStart }, func(s *podStamps) time.Time { return s.syncEnd }},
+	{"resync", "first SyncPod returned to the second begun, for the pods synced again before Running", func(s *podStamps) time.Time { return s.syncEnd }, func(s *podStamps) time.Time { return s.secondSync }},
 	{"writeq", "first SyncPod returned to the Running status patch sent", func(s *podStamps) time.Time { return s.syncEnd }, func(s *podStamps) time.Time { return s.runningSent }},
 	{"readq", "first SyncPod returned to the read for the Running patch sent", func(s *podStamps) time.Time { return s.syncEnd }, func(s *podStamps) time.Time { return s.runningRead }},
 	{"read", "the read for the Running patch sent to the patch sent", func(s *podStamps) time.Time { return s.runningRead }, func(s *podStamps) time.Time { return s.runningSent }},
@@ -170,6 +183,7 @@ func describeStages(pods []*podStamps) string {
 	if perPod, traced := patchesPerPod(pods); traced > 0 {
 		fmt.Fprintf(&b, "\n  status patches per pod until Running: %.2f (%d pods)", perPod, traced)
 	}
+	b.WriteString(describeFirstSyncs(pods))
 	return b.String()
 }
 
@@ -222,4 +236,45 @@ func patchesPerPod(pods []*podStamps) (float64, int) {
 		return 0, 0
 	}
 	return float64(writes) / float64(traced), traced
+}
+
+// describeFirstSyncs says how many pods needed more than one SyncPod to
+// be Running, and the errors their first SyncPods returned, the most
+// frequent first (at most five, each cut to its last 240 bytes: the
+// cause is at the end of a wrapped error).
+func describeFirstSyncs(pods []*podStamps) string {
+	again, failed := 0, 0
+	errs := map[string]int{}
+	for _, s := range pods {
+		if s.syncs > 1 {
+			again++
+		}
+		if s.firstErr != "" {
+			failed++
+			msg := s.firstErr
+			if len(msg) > 240 {
+				msg = "..." + msg[len(msg)-240:]
+			}
+			errs[msg]++
+		}
+	}
+	if again == 0 && failed == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n  synced more than once before Running: %d pods; first SyncPod failed: %d pods", again, failed)
+	msgs := make([]string, 0, len(errs))
+	for m := range errs {
+		msgs = append(msgs, m)
+	}
+	slices.SortFunc(msgs, func(a, c string) int {
+		if errs[a] != errs[c] {
+			return errs[c] - errs[a]
+		}
+		return strings.Compare(a, c)
+	})
+	for _, m := range msgs[:min(5, len(msgs))] {
+		fmt.Fprintf(&b, "\n    %d× %s", errs[m], m)
+	}
+	return b.String()
 }

@@ -87,6 +87,9 @@ type PodTrace struct {
 	Stage TraceStage
 	Phase v1.PodPhase
 	At    time.Time
+	// Err is, for TraceSyncEnded, the error the SyncPod returned (nil when
+	// it succeeded): a pod whose first SyncPod failed waits for its retry.
+	Err error
 }
 
 // TraceFunc receives the agent's PodTraces (Config.Trace). It is called
@@ -106,7 +109,7 @@ func tracedSyncer[T any](s podworker.PodSyncer[T], trace TraceFunc) podworker.Po
 		SyncPodFunc: func(ctx context.Context, updateType podworker.UpdateType, pod, mirrorPod *v1.Pod, st T) (bool, error) {
 			trace(PodTrace{UID: pod.UID, Stage: TraceSyncStarted, At: time.Now()})
 			terminal, err := s.SyncPod(ctx, updateType, pod, mirrorPod, st)
-			trace(PodTrace{UID: pod.UID, Stage: TraceSyncEnded, At: time.Now()})
+			trace(PodTrace{UID: pod.UID, Stage: TraceSyncEnded, At: time.Now(), Err: err})
 			return terminal, err
 		},
 	})
