@@ -32,6 +32,7 @@ type podStamps struct {
 	writes       int       // status patches sent for the pod before it was Running
 	syncs        int       // SyncPods begun before the Running patch was sent
 	secondSync   time.Time // the second SyncPod began
+	secondUpdate string    // ... and its update type
 	firstErr     string    // the first SyncPod's error, "" when it succeeded
 }
 
@@ -81,8 +82,8 @@ func (t *startupTrace) record(p agent.PodTrace) {
 			if s.runningSent.IsZero() {
 				s.syncs++
 			}
-			if s.syncs == 2 {
-				first(&s.secondSync)
+			if s.syncs == 2 && s.secondSync.IsZero() {
+				s.secondSync, s.secondUpdate = p.At, p.Update.String()
 			}
 		case agent.TraceSyncEnded:
 			if s.syncEnd.IsZero() && p.Err != nil {
@@ -244,10 +245,11 @@ func patchesPerPod(pods []*podStamps) (float64, int) {
 // cause is at the end of a wrapped error).
 func describeFirstSyncs(pods []*podStamps) string {
 	again, failed := 0, 0
-	errs := map[string]int{}
+	errs, why := map[string]int{}, map[string]int{}
 	for _, s := range pods {
 		if s.syncs > 1 {
 			again++
+			why[s.secondUpdate]++
 		}
 		if s.firstErr != "" {
 			failed++
@@ -262,7 +264,7 @@ func describeFirstSyncs(pods []*podStamps) string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n  synced more than once before Running: %d pods; first SyncPod failed: %d pods", again, failed)
+	fmt.Fprintf(&b, "\n  synced more than once before Running: %d pods (the second SyncPod's update type: %v); first SyncPod failed: %d pods", again, why, failed)
 	msgs := make([]string, 0, len(errs))
 	for m := range errs {
 		msgs = append(msgs, m)

@@ -87,6 +87,10 @@ type PodTrace struct {
 	Stage TraceStage
 	Phase v1.PodPhase
 	At    time.Time
+	// Update is, for TraceSyncStarted and TraceSyncEnded, the SyncPod's
+	// update type: why the pod was synced (create for its first, update for
+	// a changed pod, sync for a resync or a runtime event).
+	Update podworker.UpdateType
 	// Err is, for TraceSyncEnded, the error the SyncPod returned (nil when
 	// it succeeded): a pod whose first SyncPod failed waits for its retry.
 	Err error
@@ -107,9 +111,9 @@ func tracedSyncer[T any](s podworker.PodSyncer[T], trace TraceFunc) podworker.Po
 	}
 	return podworker.Decorate(s, podworker.PodSyncerFuncs[T]{
 		SyncPodFunc: func(ctx context.Context, updateType podworker.UpdateType, pod, mirrorPod *v1.Pod, st T) (bool, error) {
-			trace(PodTrace{UID: pod.UID, Stage: TraceSyncStarted, At: time.Now()})
+			trace(PodTrace{UID: pod.UID, Stage: TraceSyncStarted, Update: updateType, At: time.Now()})
 			terminal, err := s.SyncPod(ctx, updateType, pod, mirrorPod, st)
-			trace(PodTrace{UID: pod.UID, Stage: TraceSyncEnded, At: time.Now(), Err: err})
+			trace(PodTrace{UID: pod.UID, Stage: TraceSyncEnded, Update: updateType, At: time.Now(), Err: err})
 			return terminal, err
 		},
 	})
