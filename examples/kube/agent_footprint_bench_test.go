@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/podkit/podkit/examples/kube/clustertest"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 
 // The agent footprint benchmark: one podkit-agent process running
@@ -40,7 +41,7 @@ var footprintArgs = flag.String("footprint.args", "", "BenchmarkAgentFootprint: 
 
 var footprintEnv = flag.String("footprint.env", "", "BenchmarkAgentFootprint: extra environment variables for every agent, space-separated NAME=VALUE (such as GOGC=50), to measure a setting of the Go runtime")
 
-var footprintAgent = flag.String("footprint.agent", "", "BenchmarkAgentFootprint: the podkit-agent binary to run (such as one built with CGO_ENABLED=0), to measure a build setting; empty: cmd/podkit-agent built from this module")
+var footprintAgent = flag.String("footprint.agent", "", "BenchmarkAgentFootprint: the podkit-agent binary to run (such as one built with CGO_ENABLED=0), to measure a build setting; empty: cmd/podkit-agent built from this module, with cmd/podkit-stages beside it")
 
 var footprintProfiles = flag.String("footprint.profiles", "", "BenchmarkAgentFootprint: a directory to write each agent's heap and allocation profiles (heap-<sub-benchmark>-<iteration>.pprof, allocs-…), goroutines (goroutine-….txt) and /proc/<pid>/smaps (smaps-….txt) to, read at the steady point")
 
@@ -82,9 +83,10 @@ type footprintCase struct {
 //	objects/kubelet-api-off  objects, without the kubelet API (no --client-ca-file)
 //	objects/memory-limit     objects, with --memory-limit 18Mi (a soft limit
 //	                         on the Go runtime's memory)
-//	objects/stages           objects, the pods' sandbox stages and log shims
-//	                         running cmd/podkit-stages (--stage-executable)
-//	                         rather than the agent's own binary
+//	objects/own-stages       objects, the pods' sandbox stages and log shims
+//	                         running the agent's own binary
+//	                         (--stage-executable self) rather than the
+//	                         cmd/podkit-stages installed beside it
 //
 // It also reports how long the agent took from its start to its Node
 // Ready (ready-s). -footprint.args adds flags to every agent, and
@@ -164,7 +166,7 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		{name: "objects/sandbox-off", flags: []string{"--sandbox", "off"}, pod: objects, objects: createObjects},
 		{name: "objects/kubelet-api-off", flags: []string{"--no-kubelet-api"}, pod: objects, objects: createObjects},
 		{name: "objects/memory-limit", flags: []string{"--memory-limit", "18Mi"}, pod: objects, objects: createObjects},
-		{name: "objects/stages", flags: []string{"--stage-executable", c.StageExecutable()}, pod: objects, objects: createObjects},
+		{name: "objects/own-stages", flags: []string{"--stage-executable", "self"}, pod: objects, objects: createObjects},
 	}
 	run := 0
 	for _, fc := range cases {
@@ -458,9 +460,12 @@ func freeLoopbackAddress(b *testing.B) string {
 func startFootprintAgent(b *testing.B, c *clustertest.Cluster, name, dir string, args []string) (int, time.Duration, func()) {
 	bin := *footprintAgent
 	if bin == "" {
-		bin = buildOnce(b, "github.com/podkit/podkit/examples/kube/cmd/podkit-agent")
+		bin = buildAgentInstall(b)
 	}
 	dropPageCache(b, bin)
+	if stages := filepath.Join(filepath.Dir(bin), processruntime.StageExecutableName); func() bool { _, err := os.Stat(stages); return err == nil }() {
+		dropPageCache(b, stages)
+	}
 	cfg, err := c.NodeConfig(name)
 	if err != nil {
 		b.Fatal(err)

@@ -19,21 +19,29 @@ import (
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 
-// testCommand builds cmd/podkit-agent and runs it as its own process, with
-// a kubeconfig for its node identity: a pod created for the node succeeds;
+// stagesPackage is processruntime's cmd/podkit-stages.
+const stagesPackage = "github.com/podkit/podkit/examples/nodeagent/processruntime/cmd/podkit-stages"
+
+// testCommand builds cmd/podkit-agent, with cmd/podkit-stages beside it,
+// and runs it as its own process, with a kubeconfig for its node
+// identity: it runs its pods' stages from podkit-stages; a pod created for the node succeeds;
 // the agent exits cleanly on SIGTERM, leaving its pods running; the next
 // agent adopts them, and `podkit-agent shutdown` shuts the node down,
 // giving a pod the 3 seconds its SIGTERM trap needs, and ends the agent.
 func testCommand(t *testing.T, c *cluster) {
 	const node = "cmd-node"
-	bin := filepath.Join(t.TempDir(), "podkit-agent")
+	// Installed as the agent's doc says: podkit-stages beside the agent,
+	// in a directory others may enter but not write.
+	binDir := t.TempDir()
+	require.NoError(t, os.Chmod(binDir, 0o755))
+	bin := filepath.Join(binDir, "podkit-agent")
 	// -race reuses the packages this test binary was built from (CI builds
 	// with it), so only the link is new.
-	args := []string{"build", "-buildvcs=false", "-o", bin}
+	args := []string{"build", "-buildvcs=false", "-o", binDir + "/"}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	out, err := exec.Command("go", append(args, "./cmd/podkit-agent")...).CombinedOutput()
+	out, err := exec.Command("go", append(args, "./cmd/podkit-agent", stagesPackage)...).CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 
 	cfg := c.nodeConfig(t, node)
@@ -99,6 +107,10 @@ func testCommand(t *testing.T, c *cluster) {
 	})
 	assert.Equal(t, []string{"ran"}, lines(t, filepath.Join(dir, "out")))
 	assert.Equal(t, v1.PodSucceeded, got.Status.Phase)
+	agentLog, err := os.ReadFile(logs.Name())
+	require.NoError(t, err)
+	assert.Contains(t, string(agentLog), "The pods' sandbox stages and log shims run podkit-stages",
+		"--stage-executable auto found the podkit-stages beside the agent")
 
 	// A pod whose SIGTERM trap needs 3 seconds.
 	patient := apiPod("patient", node, "/bin/sh", "-c", `trap 'sleep 3; echo cleaned; exit 0' TERM; while true; do sleep 0.1; done`)

@@ -63,6 +63,34 @@ func buildOnce(t testing.TB, pkg string) string {
 	return bin
 }
 
+// buildAgentInstall builds cmd/podkit-agent with cmd/podkit-stages beside
+// it, in a directory of their own that others may enter but not write, as
+// the agent's doc installs them (so its --stage-executable auto finds the
+// stages program), once per test binary, and returns the agent's path.
+// With -race as buildOnce.
+func buildAgentInstall(t testing.TB) string {
+	t.Helper()
+	const key = "install:podkit-agent"
+	agent := buildOnce(t, agentPackage) // for binaries.dir, and the packages' build
+	binaries.mu.Lock()
+	defer binaries.mu.Unlock()
+	if bin, ok := binaries.built[key]; ok {
+		return bin
+	}
+	dir := filepath.Join(filepath.Dir(agent), "install")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(agent), 0o755))
+	args := []string{"build", "-buildvcs=false", "-o", dir + "/"}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, agentPackage, stagesPackage)...).CombinedOutput()
+	require.NoError(t, err, "building %s and %s: %s", agentPackage, stagesPackage, out)
+	bin := filepath.Join(dir, "podkit-agent")
+	binaries.built[key] = bin
+	return bin
+}
+
 // removeBinaries removes what buildOnce built.
 func removeBinaries() {
 	if binaries.dir != "" {

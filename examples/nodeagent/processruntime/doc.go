@@ -218,7 +218,15 @@
 // initialized late). Options.StageExecutable names a small program
 // that links the stage packages only, cmd/podkit-stages (about 4 MB),
 // built from the same source as the agent: its stages are the same, its
-// start a fraction of the CPU. BenchmarkSandboxedPodStart measures a
+// start a fraction of the CPU. Open checks it with CheckStageExecutable:
+// a file only root or the runtime's user may change, that answers the
+// digests of its sandbox and log shim source (both packages embed their
+// Go files) as the runtime's own, so a stage program left from another
+// build is refused at once rather than failing pods.
+// LocateStageExecutable finds one installed beside the running program
+// (StageExecutableName; go build -o DIR/ of the agent and
+// cmd/podkit-stages), as the example agent's --stage-executable auto
+// does. BenchmarkSandboxedPodStart measures a
 // start step by step (its doc says how to run it); see the example
 // agent's README (examples/kube) for what it measured.
 //

@@ -5,3 +5,7 @@ import "time"
 // SetStageTrace sets the package's stage trace (see stageTrace); nil
 // turns it off. Call it while no runtime runs.
 func SetStageTrace(f func(stage string, took time.Duration)) { stageTrace = f }
+
+// LocateStageExecutableBeside is LocateStageExecutable for a program at
+// self rather than the running one.
+var LocateStageExecutableBeside = locateBeside

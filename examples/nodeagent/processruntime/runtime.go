@@ -113,8 +113,10 @@ type Options struct {
 	Sandbox SandboxMode
 	// StageExecutable is the absolute path of the program each sandbox
 	// stage and log shim runs: cmd/podkit-stages, built from the same
-	// source as the agent, root's and executable by others. Defaults to
-	// "": the agent's own executable, run again. The stages are the same
+	// source as the agent, root's and executable by others; Open refuses
+	// one CheckStageExecutable refuses (LocateStageExecutable finds one
+	// installed beside the agent). Defaults to "": the agent's own
+	// executable, run again. The stages are the same
 	// either way; a small program's start costs a fraction of the CPU of a
 	// large agent's (see Cost of a start in the package doc), and a pod's
 	// start runs four (its setup, init, container stage and log shim).
@@ -467,11 +469,8 @@ func Open(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("processruntime: ContainerLogMaxFiles %d is below the minimum of 2", r.logMaxFiles)
 	}
 	if r.stageExe = opts.StageExecutable; r.stageExe != "" {
-		if !filepath.IsAbs(r.stageExe) {
-			return nil, fmt.Errorf("processruntime: StageExecutable %q is not an absolute path", r.stageExe)
-		}
-		if fi, err := os.Stat(r.stageExe); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
-			return nil, fmt.Errorf("processruntime: StageExecutable %q is not an executable file (%v)", r.stageExe, err)
+		if err := CheckStageExecutable(context.Background(), r.stageExe); err != nil {
+			return nil, err
 		}
 	}
 	abs, err := filepath.Abs(opts.StateDir)

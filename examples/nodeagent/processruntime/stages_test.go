@@ -64,6 +64,7 @@ func TestStageExecutableRunsThePodsStages(t *testing.T) {
 // refused at Open.
 func TestStageExecutableMustBeAnExecutableFile(t *testing.T) {
 	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o755))
 	plain := filepath.Join(dir, "plain")
 	require.NoError(t, os.WriteFile(plain, []byte("not a program"), 0o644))
 	for _, exe := range []string{"podkit-stages", plain, filepath.Join(dir, "missing")} {

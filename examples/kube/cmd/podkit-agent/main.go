@@ -52,8 +52,14 @@
 // stacks and GC metadata). --stage-executable also cuts the agent's own
 // resident memory, not only its CPU per pod start: pods' processes that
 // run the agent's binary keep most of it in the page cache, and the
-// agent's page faults then map their neighbours too. Once set up, the agent drops the pages of its own
-// binary that its start made resident, and has the kernel page the binary
+// agent's page faults then map their neighbours too. Its default, auto,
+// is podkit-stages installed in the agent's own directory, when it was
+// built from the same source:
+//
+//	cd examples/kube && go build -o /usr/local/bin/ ./cmd/podkit-agent github.com/podkit/podkit/examples/nodeagent/processruntime/cmd/podkit-stages
+//
+// Once set up, the agent drops the pages of its own binary that its start
+// made resident, and has the kernel page the binary
 // in at random from then on (madvise MADV_DONTNEED, then MADV_RANDOM), so
 // that what stays resident is what it runs; PODKIT_BINARY_PAGING=readahead
 // keeps the kernel's default. See examples/kube's README, "The agent's
@@ -125,7 +131,7 @@ func run() error {
 		allowHost    = flag.Bool("allow-host-access", false, "let pods ask for what reaches the host: privileged containers, hostNetwork, hostPID, hostIPC, hostUsers and hostPath volumes (off: such pods are rejected, HostAccessNotAllowed)")
 		imageConfig  = flag.String("image-config", "", "YAML or JSON `file` of image configurations (entrypoint, cmd, workingDir, env, user) for containers without a command of their own, over the built-in ones (busybox, alpine, debian, ...); see processruntime.LoadImageTable")
 		sandboxFlag  = flag.String("sandbox", "auto", "run each pod in a sandbox of its own (user, mount, PID, IPC, UTS and network namespaces): auto (where the machine allows it: root, user namespaces, Linux 5.12+), on (refuse to start without), off")
-		stages       = flag.String("stage-executable", "", "absolute path of processruntime's cmd/podkit-stages, built from the same source as the agent: each pod's sandbox stages and log shims run it rather than the agent's own executable, at a fraction of the CPU per pod start and of the memory (theirs, and the agent's own: its faults map what they keep of its binary in the page cache) (empty: the agent's own)")
+		stages       = flag.String("stage-executable", stagesAuto, "absolute path of processruntime's cmd/podkit-stages, built from the same source as the agent: each pod's sandbox stages and log shims run it rather than the agent's own executable, at a fraction of the CPU per pod start and of the memory (theirs, and the agent's own: its faults map what they keep of its binary in the page cache); auto: podkit-stages in the agent's own directory when it is there and of the agent's source, else the agent's own executable; self: the agent's own")
 		podCIDR      = flag.String("pod-cidr", "", "the node's IPv4 pod range, such as 10.88.0.0/24: each sandboxed pod gets an address of it on the node's bridge (empty: the Node's spec.podCIDR, from the controller manager's node IPAM; none: no pod network, a loopback only)")
 		podCIDRWait  = flag.Duration("pod-cidr-wait", agent.DefaultPodCIDRWait, "with --pod-cidr empty, how long to wait for the Node's spec.podCIDR after registering")
 		bridge       = flag.String("bridge-name", "", "the node's bridge (default: pkbr and the range's address in hex)")
@@ -175,6 +181,10 @@ func run() error {
 	defer stop()
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(*verbosity)))
 	logPaging(logger)
+	stageExe, err := stageExecutable(ctx, *stages, podRuntime, logger)
+	if err != nil {
+		return err
+	}
 
 	cfg, joined, err := clientConfig(ctx, *kubeconfig, *nodeName, *stateDir, logger)
 	defer joined.stop()
@@ -242,7 +252,7 @@ func run() error {
 		Masks:                masks,
 		ImageConfigs:         images,
 		Sandbox:              net.sandbox,
-		StageExecutable:      *stages,
+		StageExecutable:      stageExe,
 		PodCIDR:              net.podCIDR,
 		PodCIDRFromNode:      net.fromNode,
 		PodCIDRWait:          *podCIDRWait,

@@ -5,7 +5,15 @@
 // rather than the agent's own executable, whose start-up (the Go runtime
 // and every package's init over a large binary) costs several times more
 // CPU. The stages run from the linked packages' init functions, named by
-// their environment; run any other way it says so and exits with status 2.
+// their environment; so do the answers to the runtime's check that this
+// program was built from its own source of those packages
+// (processruntime.CheckStageExecutable). Run any other way it says so and
+// exits with status 2.
+//
+// Install it beside the agent, where processruntime.LocateStageExecutable
+// (the example agent's --stage-executable auto) finds it:
+//
+//	cd examples/kube && go build -o /usr/local/bin/ ./cmd/podkit-agent github.com/podkit/podkit/examples/nodeagent/processruntime/cmd/podkit-stages
 package main
 
 import (

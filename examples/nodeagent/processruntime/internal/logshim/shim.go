@@ -97,7 +97,14 @@ func parseMode(s string) (Mode, error) {
 }
 
 func init() {
-	if os.Getenv(MarkerEnv) != "1" {
+	switch os.Getenv(MarkerEnv) {
+	case "1":
+	case SourceDigestMarker:
+		if _, err := fmt.Println(SourceDigest()); err != nil {
+			os.Exit(2)
+		}
+		os.Exit(0)
+	default:
 		return
 	}
 	if err := Main(os.Args[1:]); err != nil {

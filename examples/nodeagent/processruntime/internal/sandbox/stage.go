@@ -22,6 +22,9 @@ const (
 	// stageContainer applies a container's view and identity, then execs
 	// its command.
 	stageContainer = "container"
+	// StageSourceDigest prints SourceDigest on standard output and exits:
+	// how a runtime asks a stage program which source it was built from.
+	StageSourceDigest = "source-digest"
 )
 
 // selfExe is what every stage runs: the running program itself.
@@ -40,6 +43,8 @@ func init() {
 		err = initMain()
 	case stageContainer:
 		err = containerMain()
+	case StageSourceDigest:
+		_, err = fmt.Println(SourceDigest())
 	default:
 		err = fmt.Errorf("unknown stage %q", stage)
 	}
