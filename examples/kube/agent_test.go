@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -244,7 +245,18 @@ func createPod(t *testing.T, c *cluster, pod *v1.Pod) *v1.Pod {
 func testAgentPodLifecycle(t *testing.T, c *cluster) {
 	const node = "lifecycle-node"
 	dir := t.TempDir()
-	a := hostFilesAgent(t, c, node, t.TempDir(), "")
+	cfg := nodeAgentConfig(t, c, node, t.TempDir(), "")
+	cfg.Sandbox = processruntime.SandboxOff // as hostFilesAgent
+	var syncsMu sync.Mutex
+	syncs := map[types.UID][]podworker.UpdateType{}
+	cfg.Trace = func(p agent.PodTrace) {
+		if p.Stage == agent.TraceSyncStarted {
+			syncsMu.Lock()
+			syncs[p.UID] = append(syncs[p.UID], p.Update)
+			syncsMu.Unlock()
+		}
+	}
+	a := runAgent(t, cfg)
 
 	w := watchPod(t, c, "life")
 	pod := createPod(t, c, apiPod("life", node, shell(dir, `echo $$ >> $D/runs; while [ ! -e $D/go ]; do sleep 0.05; done; exit 0`)...))
@@ -268,6 +280,11 @@ func testAgentPodLifecycle(t *testing.T, c *cluster) {
 				// the container terminated: the phase waits until the
 				// agent knows nothing of the pod runs.)
 				require.NotEmpty(t, processesOf(t, pod.UID), "Running in the API server, running on the node")
+				// One SyncPod started it and reported it running: its
+				// start asked for no second one.
+				syncsMu.Lock()
+				assert.Equal(t, []podworker.UpdateType{podworker.SyncPodCreate}, syncs[pod.UID], "the SyncPods until Running")
+				syncsMu.Unlock()
 				require.NoError(t, os.WriteFile(filepath.Join(dir, "go"), nil, 0o600))
 			}
 		case v1.PodSucceeded:

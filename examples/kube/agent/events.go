@@ -115,11 +115,17 @@ func eventPod(ev processruntime.Event) *v1.Pod {
 }
 
 // triggersSync reports whether a runtime event calls for a sync of its
-// pod, as the kubelet's PLEG events do. Killing and BackOff come from the
-// hooks themselves and must not: a SyncPod in backoff would call itself.
+// pod, as the kubelet's PLEG events do: a process that ended
+// (ContainerExited, PodStopped). Killing and BackOff come from the hooks
+// themselves and must not: a SyncPod in backoff would call itself. Nor
+// does ContainerStarted: both runtimes start containers only within a
+// SyncPod of their pod, which goes on until nothing is left to start and
+// returns the status with the container running, so a sync asked for by
+// the start would only run that SyncPod again (every pod's start was two
+// SyncPods, the second at once, while the node is busiest).
 func triggersSync(ev processruntime.Event) bool {
 	switch ev.Type {
-	case processruntime.ContainerStarted, processruntime.ContainerExited, processruntime.PodStopped:
+	case processruntime.ContainerExited, processruntime.PodStopped:
 		return true
 	}
 	return false

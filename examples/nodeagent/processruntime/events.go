@@ -70,7 +70,9 @@ func (t EventType) String() string {
 // Event is a change the runtime observed in a pod, or an action it takes.
 //
 // ContainerStarted, ContainerExited and PodStopped report changes an agent
-// acts on (an exit calls for a sync, as the kubelet's PLEG does).
+// acts on (an exit calls for a sync, as the kubelet's PLEG does). A
+// container starts only within a SyncPod of its pod, whose result already
+// reports it running: its ContainerStarted calls for no sync.
 // ContainerKilling, ContainerBackOff, ContainerFailed and PodWarning are
 // sent from inside the hooks (SyncTerminatingPod, SyncPod) to say what
 // they do, for the record (the kubelet's Killing, BackOff and Failed
