@@ -67,7 +67,7 @@ func buildOnce(t testing.TB, pkg string) string {
 // it, in a directory of their own that others may enter but not write, as
 // the agent's doc installs them (so its --stage-executable auto finds the
 // stages program), once per test binary, and returns the agent's path.
-// With -race as buildOnce.
+// With -race as buildOnce; else static, as the doc builds them.
 func buildAgentInstall(t testing.TB) string {
 	t.Helper()
 	const key = "install:podkit-agent"
@@ -83,6 +83,8 @@ func buildAgentInstall(t testing.TB) string {
 	args := []string{"build", "-buildvcs=false", "-o", dir + "/"}
 	if raceEnabled {
 		args = append(args, "-race")
+	} else {
+		args = append(args, "-tags", "netgo,osusergo") // as the doc's install
 	}
 	out, err := exec.Command("go", append(args, agentPackage, stagesPackage)...).CombinedOutput()
 	require.NoError(t, err, "building %s and %s: %s", agentPackage, stagesPackage, out)

@@ -14,8 +14,9 @@ import (
 	"github.com/podkit/podkit/examples/nodeagent/processruntime"
 )
 
-// buildStages builds cmd/podkit-stages into dir and returns its path,
-// skipping the test where no go command can.
+// buildStages builds cmd/podkit-stages into dir, static as the install
+// docs and clustertest build it (the netgo and osusergo tags), and returns
+// its path, skipping the test where no go command can.
 func buildStages(tb testing.TB, dir string) string {
 	tb.Helper()
 	goCmd, err := exec.LookPath("go")
@@ -23,7 +24,7 @@ func buildStages(tb testing.TB, dir string) string {
 		tb.Skip("no go command to build cmd/podkit-stages with")
 	}
 	exe := filepath.Join(dir, "podkit-stages")
-	if out, err := exec.Command(goCmd, "build", "-o", exe, "./cmd/podkit-stages").CombinedOutput(); err != nil {
+	if out, err := exec.Command(goCmd, "build", "-tags", "netgo,osusergo", "-o", exe, "./cmd/podkit-stages").CombinedOutput(); err != nil {
 		tb.Fatalf("building cmd/podkit-stages: %v\n%s", err, out)
 	}
 	require.NoError(tb, os.Chmod(filepath.Dir(exe), 0o755))

@@ -56,7 +56,7 @@
 // is podkit-stages installed in the agent's own directory, when it was
 // built from the same source:
 //
-//	cd examples/kube && go build -o /usr/local/bin/ ./cmd/podkit-agent github.com/podkit/podkit/examples/nodeagent/processruntime/cmd/podkit-stages
+//	cd examples/kube && go build -tags netgo,osusergo -o /usr/local/bin/ ./cmd/podkit-agent github.com/podkit/podkit/examples/nodeagent/processruntime/cmd/podkit-stages
 //
 // Once set up, the agent drops the pages of its own binary that its start
 // made resident, and has the kernel page the binary

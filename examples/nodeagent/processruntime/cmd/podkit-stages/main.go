@@ -13,7 +13,7 @@
 // Install it beside the agent, where processruntime.LocateStageExecutable
 // (the example agent's --stage-executable auto) finds it:
 //
-//	cd examples/kube && go build -o /usr/local/bin/ ./cmd/podkit-agent github.com/podkit/podkit/examples/nodeagent/processruntime/cmd/podkit-stages
+//	cd examples/kube && go build -tags netgo,osusergo -o /usr/local/bin/ ./cmd/podkit-agent github.com/podkit/podkit/examples/nodeagent/processruntime/cmd/podkit-stages
 package main
 
 import (
