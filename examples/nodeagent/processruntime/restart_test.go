@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -293,10 +294,21 @@ func TestAPodWhoseProcessesDiedWhileTheAgentWasDownIsRecordedExited(t *testing.T
 	t.Parallel()
 	dir := t.TempDir()
 	uid := types.UID(fmt.Sprintf("dead-%d", time.Now().UnixNano()))
-	for _, p := range crashAgent(t, dir, uid) {
+	orphans := crashAgent(t, dir, uid)
+	for _, p := range orphans {
 		require.NoError(t, syscall.Kill(-p.PGID, syscall.SIGKILL))
 	}
-	eventually(t, 5*time.Second, "the orphans died", func() bool { return len(containerProcesses(t, uid)) == 0 })
+	// Dead and reaped: in a sandbox its init reaps them and records how
+	// they ended, a moment after they die (a zombie is no longer among
+	// the pod's processes, but the init may not have seen its end yet).
+	eventually(t, 5*time.Second, "the orphans died and were reaped", func() bool {
+		for _, p := range orphans {
+			if _, err := os.Stat("/proc/" + strconv.Itoa(p.PID)); err == nil {
+				return false
+			}
+		}
+		return len(containerProcesses(t, uid)) == 0
+	})
 
 	rt := openRuntime(t, processruntime.Options{StateDir: dir})
 	st := status(t, rt, uid)
