@@ -50,16 +50,16 @@ func CheckStageExecutable(ctx context.Context, path string) error {
 	if !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
 		return fmt.Errorf("processruntime: StageExecutable %q is not an executable file (mode %v)", path, fi.Mode())
 	}
-	if err := ownedHere(path, fi); err != nil {
-		return err
+	if err := ownedHere(fi); err != nil {
+		return fmt.Errorf("processruntime: StageExecutable %q %w", path, err)
 	}
 	dir := filepath.Dir(path)
 	di, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("processruntime: StageExecutable %q: its directory: %w", path, err)
 	}
-	if err := ownedHere(dir, di); err != nil {
-		return fmt.Errorf("processruntime: StageExecutable %q: its directory: %w", path, err)
+	if err := ownedHere(di); err != nil {
+		return fmt.Errorf("processruntime: StageExecutable %q: its directory %q %w", path, dir, err)
 	}
 	for _, q := range []struct{ what, env, want string }{
 		{"sandbox", sandbox.MarkerEnv + "=" + sandbox.StageSourceDigest, sandbox.SourceDigest()},
@@ -76,18 +76,19 @@ func CheckStageExecutable(ctx context.Context, path string) error {
 	return nil
 }
 
-// ownedHere says why the file or directory at path, of info fi, could be
-// changed by someone other than root or this process's user, if it could.
-func ownedHere(path string, fi fs.FileInfo) error {
+// ownedHere says why the file or directory of info fi could be changed by
+// someone other than root or this process's user, if it could, as the end
+// of a sentence naming it ("is writable by ...").
+func ownedHere(fi fs.FileInfo) error {
 	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("processruntime: %q is writable by its group or others (mode %v)", path, fi.Mode().Perm())
+		return fmt.Errorf("is writable by its group or others (mode %v)", fi.Mode().Perm())
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return fmt.Errorf("processruntime: %q: no owner to check", path)
+		return errors.New("has no owner to check")
 	}
 	if st.Uid != 0 && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("processruntime: %q belongs to user %d, neither root nor this process's user", path, st.Uid)
+		return fmt.Errorf("belongs to user %d, neither root nor this process's user", st.Uid)
 	}
 	return nil
 }
