@@ -13,7 +13,11 @@ import (
 // An update that coalesces with a pending one (its pod's SyncPod is busy)
 // allocates nothing, whatever bookkeeping the engine does for it.
 func TestCoalescedUpdateAllocatesNothing(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
+	// entered holds one value: the first SyncPod's send lands even if the
+	// test has not yet begun to wait for it (an unbuffered send in a select
+	// with a default would be dropped then, and the test would wait
+	// forever); later SyncPods find it full and go on.
+	entered, release := make(chan struct{}, 1), make(chan struct{})
 	syncer := podworker.PodSyncerFuncs[struct{}]{
 		SyncPodFunc: func(ctx context.Context, _ podworker.UpdateType, _, _ *v1.Pod, _ struct{}) (bool, error) {
 			select {
