@@ -463,7 +463,8 @@ func startFootprintAgent(b *testing.B, c *clustertest.Cluster, name, dir string,
 		bin = buildAgentInstall(b)
 	}
 	dropPageCache(b, bin)
-	if stages := filepath.Join(filepath.Dir(bin), processruntime.StageExecutableName); func() bool { _, err := os.Stat(stages); return err == nil }() {
+	stages := filepath.Join(filepath.Dir(bin), processruntime.StageExecutableName)
+	if _, err := os.Stat(stages); err == nil {
 		dropPageCache(b, stages)
 	}
 	cfg, err := c.NodeConfig(name)

@@ -40,17 +40,13 @@ var binaries struct {
 // its path.
 func buildOnce(t testing.TB, pkg string) string {
 	t.Helper()
-	binaries.once.Do(func() {
-		binaries.dir, binaries.err = os.MkdirTemp("", "podkit-kube-test-bin-")
-		binaries.built = map[string]string{}
-	})
-	require.NoError(t, binaries.err)
+	dir := binariesDir(t)
 	binaries.mu.Lock()
 	defer binaries.mu.Unlock()
 	if bin, ok := binaries.built[pkg]; ok {
 		return bin
 	}
-	bin := filepath.Join(binaries.dir, filepath.Base(pkg))
+	bin := filepath.Join(dir, filepath.Base(pkg))
 	args := []string{"build", "-o", bin}
 	if raceEnabled && pkg != kubectlPackage {
 		args = append(args, "-race")
@@ -71,15 +67,15 @@ func buildOnce(t testing.TB, pkg string) string {
 func buildAgentInstall(t testing.TB) string {
 	t.Helper()
 	const key = "install:podkit-agent"
-	agent := buildOnce(t, agentPackage) // for binaries.dir, and the packages' build
+	parent := binariesDir(t)
 	binaries.mu.Lock()
 	defer binaries.mu.Unlock()
 	if bin, ok := binaries.built[key]; ok {
 		return bin
 	}
-	dir := filepath.Join(filepath.Dir(agent), "install")
+	dir := filepath.Join(parent, "install")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	require.NoError(t, os.Chmod(filepath.Dir(agent), 0o755))
+	require.NoError(t, os.Chmod(parent, 0o755))
 	args := []string{"build", "-buildvcs=false", "-o", dir + "/"}
 	if raceEnabled {
 		args = append(args, "-race")
@@ -91,6 +87,18 @@ func buildAgentInstall(t testing.TB) string {
 	bin := filepath.Join(dir, "podkit-agent")
 	binaries.built[key] = bin
 	return bin
+}
+
+// binariesDir returns the directory of the binaries the tests build,
+// made at the first call.
+func binariesDir(t testing.TB) string {
+	t.Helper()
+	binaries.once.Do(func() {
+		binaries.dir, binaries.err = os.MkdirTemp("", "podkit-kube-test-bin-")
+		binaries.built = map[string]string{}
+	})
+	require.NoError(t, binaries.err)
+	return binaries.dir
 }
 
 // removeBinaries removes what buildOnce built.

@@ -1,7 +1,6 @@
 package processruntime
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -98,40 +97,25 @@ func ownedHere(fi fs.FileInfo) error {
 func askDigest(ctx context.Context, path, env string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, stageCheckTimeout)
 	defer cancel()
-	var out, errOut cappedBuffer
-	out.max, errOut.max = maxDigestAnswer, maxDigestAnswer
+	out, errOut := &cappedOutput{max: maxDigestAnswer}, &cappedOutput{max: maxDigestAnswer}
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Env = []string{env, "GORACE=atexit_sleep_ms=0"}
 	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.Stdout, cmd.Stderr = out, errOut
 	// The pipes' copies end with the program, not with any child it
 	// left holding them.
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
-		if msg := strings.TrimSpace(errOut.String()); msg != "" {
+		if msg := strings.TrimSpace(string(errOut.bytes())); msg != "" {
 			return "", fmt.Errorf("%w: %s", err, msg)
 		}
 		return "", err
 	}
-	line, _, _ := strings.Cut(out.String(), "\n")
+	line, _, _ := strings.Cut(string(out.bytes()), "\n")
 	if line == "" {
 		return "", errors.New("it printed nothing")
 	}
 	return line, nil
-}
-
-// cappedBuffer keeps the first max bytes written to it and discards the
-// rest, as if written.
-type cappedBuffer struct {
-	bytes.Buffer
-	max int
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
 }
 
 // LocateStageExecutable returns the StageExecutableName beside the
