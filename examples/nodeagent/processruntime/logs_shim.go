@@ -118,7 +118,9 @@ func (r *Runtime) startLogShim(dir string, instance int, mode logshim.Mode, term
 		Args: append([]string{"podkit-log-shim"}, logshim.Args(dir, instance, r.logMaxSize, r.logMaxFiles, mode)...),
 		// GORACE matters only when the program was built with -race (a
 		// test binary): the race runtime would sleep a second at exit.
-		Env:        []string{logshim.MarkerEnv + "=1", "GORACE=atexit_sleep_ms=0"},
+		// One P: the shim copies and waits, and each further P costs its
+		// start threads, stacks and their page faults.
+		Env:        []string{logshim.MarkerEnv + "=1", "GORACE=atexit_sleep_ms=0", "GOMAXPROCS=1"},
 		Dir:        "/",
 		ExtraFiles: extra,
 		// A group of its own: signals for the agent's group (a terminal's

@@ -317,7 +317,7 @@ func (s *server) create(name string, spec *ProcessSpec, tty bool, stdio []*os.Fi
 	}
 	pid, err := syscall.ForkExec(selfExe, []string{"podkit-sandbox-container"}, &syscall.ProcAttr{
 		Dir:   "/",
-		Env:   []string{MarkerEnv + "=" + stageContainer, stageGORACE},
+		Env:   []string{MarkerEnv + "=" + stageContainer, stageGORACE, stageGOMAXPROCS},
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Cloneflags: clone, Setsid: true},
 	})

@@ -45,6 +45,11 @@ type initConfig struct {
 // sleeping a second as it exits.
 const stageGORACE = "GORACE=atexit_sleep_ms=0"
 
+// stageGOMAXPROCS runs a stage on one P: none of them computes in
+// parallel, and each further P costs a starting program threads, stacks
+// and their page faults (page faults are most of a stage's start).
+const stageGOMAXPROCS = "GOMAXPROCS=1"
+
 func setupMain() error {
 	result := os.NewFile(setupFDResult, "result")
 	report := func(format string, args ...any) {

@@ -112,7 +112,7 @@ func Start(ctx context.Context, c *Config, l Launch) (int, error) {
 	cmd := &exec.Cmd{
 		Path:       exe,
 		Args:       []string{"podkit-sandbox-setup"},
-		Env:        append([]string{MarkerEnv + "=" + stageSetup, stageGORACE}, l.Env...),
+		Env:        append([]string{MarkerEnv + "=" + stageSetup, stageGORACE, stageGOMAXPROCS}, l.Env...),
 		Dir:        "/",
 		Stdout:     log,
 		Stderr:     log,
