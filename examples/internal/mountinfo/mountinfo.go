@@ -1,6 +1,7 @@
 // Package mountinfo reads the mount table of the calling process
-// (/proc/self/mountinfo), for the examples that look for mounts: the
-// process runtime finds the cgroup v2 hierarchy, the containerd test
+// (/proc/self/mountinfo) or thread (/proc/thread-self/mountinfo), for the
+// examples that look for mounts: the process runtime finds the cgroup v2
+// hierarchy and the host's mounts a sandbox shows, the containerd test
 // helper the mounts a test left behind.
 package mountinfo
 
@@ -37,7 +38,19 @@ const maxLine = 1 << 20
 // order (a mount comes after the mounts it is on). Lines it cannot parse
 // are skipped.
 func Read() ([]Mount, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	return readFile("/proc/self/mountinfo")
+}
+
+// ReadThread returns the mount table of the calling thread's mount
+// namespace, as Read does: a thread that took a mount namespace of its own
+// (unshare(CLONE_FS|CLONE_NEWNS), on a locked thread) sees its own table
+// there, where /proc/self shows the process's main thread's.
+func ReadThread() ([]Mount, error) {
+	return readFile("/proc/thread-self/mountinfo")
+}
+
+func readFile(path string) ([]Mount, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("mountinfo: %w", err)
 	}
@@ -51,7 +64,7 @@ func Read() ([]Mount, error) {
 func parse(r io.Reader) ([]Mount, error) {
 	var out []Mount
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), maxLine)
+	sc.Buffer(make([]byte, 4096), maxLine)
 	for sc.Scan() {
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
 		fields, postFields := strings.Fields(pre), strings.Fields(post)
