@@ -149,8 +149,8 @@ func (t *cgroupTree) newContainerCgroup(uid types.UID, name string) (string, err
 	return t.newLeafCgroup(uid, "ctr-"+name+".")
 }
 
-// sandboxCgroupPrefix names the cgroups of a pod's sandbox init (and its
-// setup stage): no container's, whose names hold no '_'.
+// sandboxCgroupPrefix names the cgroups of a pod's sandbox init: no
+// container's, whose names hold no '_'.
 const sandboxCgroupPrefix = "sandbox_."
 
 // newLeafCgroup creates a new cgroup of pod uid named prefix and a number,
@@ -213,12 +213,6 @@ func (t *cgroupTree) podCgroups() ([]types.UID, error) {
 // cannot be put in its cgroup is killed and the start fails.
 func (t *cgroupTree) start(cmd *exec.Cmd, uid types.UID, name string) (string, error) {
 	return t.startLeaf(cmd, uid, "ctr-"+name+".")
-}
-
-// startSandbox starts a sandbox's setup stage of pod uid in a new cgroup
-// of the pod's, where the init it starts stays.
-func (t *cgroupTree) startSandbox(cmd *exec.Cmd, uid types.UID) (string, error) {
-	return t.startLeaf(cmd, uid, sandboxCgroupPrefix)
 }
 
 func (t *cgroupTree) startLeaf(cmd *exec.Cmd, uid types.UID, prefix string) (string, error) {

@@ -117,9 +117,10 @@
 //
 // Where the machine allows it (Options.Sandbox; Containment says), each
 // pod runs in a sandbox of its own, made by the agent's own executable run
-// again, or Options.StageExecutable (package internal/sandbox: a setup
-// stage as host root, the pod's init, a stage per container; Go cannot
-// act between fork and exec; see Cost of a start):
+// again, or Options.StageExecutable (package internal/sandbox: a spawner
+// as host root, the runtime's one, that builds each pod's root and starts
+// its init; the pod's init; a stage per container; Go cannot act between
+// fork and exec; see Cost of a start):
 //
 //   - Identity: a user namespace mapping the pod's IDs 0-65535 onto a
 //     range of host IDs no other live pod has, of this runtime or another
@@ -208,10 +209,13 @@
 //
 // # Cost of a start
 //
-// A sandboxed pod's first SyncPod starts four processes of the stages'
-// executable: the setup stage, the init, the container's stage and its
-// log shim (each further container, a stage and a shim). Each pays a Go
-// program's start-up, and for a large agent that is most of a pod's start:
+// A sandboxed pod's first SyncPod starts three processes of the stages'
+// executable: the init, the container's stage and its log shim (each
+// further container, a stage and a shim); the pod's root is built, and
+// its init started, by the runtime's spawner (one process of the stages'
+// for the runtime's life, started with its first sandbox, ended by Close),
+// on a thread of its own. Each pays a Go program's start-up (each with one
+// P: GOMAXPROCS=1), and for a large agent that is most of a pod's start:
 // the Go runtime's set-up over the whole binary and every linked
 // package's init, all of them before the stage's own (a stage runs from
 // its package's init, and the packages it needs, net among them, are

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podkit/podkit/examples/internal/mountinfo"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/osthread"
 )
 
 // This file enforces the pods' limits through cgroup controllers: those
@@ -29,9 +29,10 @@ import (
 //
 // The v1 cgroups only limit: containment (killing, emptiness) stays the
 // v2 tree's, or the process groups' and environment scan's. A process is
-// put in a pod's v1 cgroups when it starts (a sandbox's setup stage
-// before it does anything, so the whole pod is inside; a process run
-// without a sandbox just after it starts).
+// born in a pod's v1 cgroups (a sandbox's init, started by a thread of the
+// spawner that joined them, so the whole pod is inside; a process run
+// without a sandbox, by startBorn), or put there just after it starts
+// where its starting thread cannot join them.
 
 // limitControllers are the controllers the runtime limits pods with.
 var limitControllers = []string{"pids", "memory", "cpu"}
@@ -256,7 +257,7 @@ func (l *limiter) apply(uid types.UID, lim podLimits) error {
 // born in the pod's v1 cgroups: start runs on an OS thread of its own that
 // first joins them (cgroup v1 places threads, and a fork inherits its
 // thread's cgroups), and the thread is discarded afterwards
-// (onDiscardedThread), so no other work of the agent runs there. Placing
+// (osthread.Discarded), so no other work of the agent runs there. Placing
 // the process after it started would leave what it did first outside:
 // the memory it touched at once stays charged to the agent's cgroup, and
 // what it forked at once is not limited.
@@ -277,7 +278,7 @@ func (l *limiter) startBorn(uid types.UID, start func() error) (placed bool, err
 		err    error
 	}
 	done := make(chan result, 1)
-	onDiscardedThread(func() {
+	osthread.Discarded(func() {
 		tid := strconv.Itoa(syscall.Gettid())
 		// The thread leaves the pod's cgroups before the caller goes on,
 		// for the cgroups it leaves: its end comes later, and until then
@@ -307,30 +308,16 @@ func (l *limiter) startBorn(uid types.UID, start func() error) (placed bool, err
 	return false, start()
 }
 
-// onDiscardedThread runs f on a goroutine locked to an OS thread that
-// ends when f returns, and that is not the main thread: the Go runtime
-// does not end that one (it wedges it instead), and in cgroup v1 it is the
-// thread whose memory cgroup the whole process's memory is charged to.
-// Should the goroutine start on the main thread, it holds it while a
-// second goroutine, which cannot run there, runs f. It does not wait for
-// f.
-func onDiscardedThread(f func()) {
-	go func() {
-		runtime.LockOSThread()
-		if syscall.Gettid() != syscall.Getpid() {
-			// Never unlocked: the thread ends with this goroutine.
-			f()
-			return
-		}
-		ran := make(chan struct{})
-		go func() {
-			runtime.LockOSThread()
-			defer close(ran)
-			f()
-		}()
-		<-ran
-		runtime.UnlockOSThread()
-	}()
+// threadTasks returns the "tasks" files a thread joins to start a process
+// born in the pod's v1 cgroups (join), and those of the runtime's own
+// cgroups it goes back to after (leave), one of each per hierarchy; none
+// without v1 limits.
+func (l *limiter) threadTasks(uid types.UID) (join, leave []string) {
+	for _, base := range l.v1 {
+		join = append(join, filepath.Join(base, "pod-"+string(uid), "tasks"))
+		leave = append(leave, filepath.Join(base, "tasks"))
+	}
+	return join, leave
 }
 
 // place puts process pid in the pod's v1 cgroups.

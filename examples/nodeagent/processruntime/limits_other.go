@@ -14,6 +14,7 @@ func (*limiter) apply(types.UID, podLimits) error                        { retur
 func (*limiter) place(types.UID, int) error                              { return errUnsupportedOS }
 func (*limiter) startBorn(_ types.UID, start func() error) (bool, error) { return false, start() }
 func (*limiter) remove(types.UID) error                                  { return nil }
+func (*limiter) threadTasks(types.UID) (join, leave []string)            { return nil, nil }
 func (*limiter) v1Pods() []types.UID                                     { return nil }
 func (*limiter) killPod(types.UID)                                       {}
 func (*limiter) removeEmpty()                                            {}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -55,8 +54,8 @@ const (
 	// sandboxFile records the sandbox: its ID range and its init.
 	sandboxFile = "sandbox.json"
 	// sandboxDir holds the control socket, the stages' log and the empty
-	// directory the setup stage mounts the pod's root on (in its own
-	// mount namespace only).
+	// directory the spawner mounts the pod's root on (in a mount namespace
+	// of its setup's only).
 	sandboxDir = "sandbox"
 	// volumesDir holds the pod's emptyDir volumes (and empty directories
 	// standing for volumes nothing provides).
@@ -211,24 +210,29 @@ func (r *Runtime) startSandbox(ctx context.Context, p *podState, pod *v1.Pod) (*
 	}
 	cfg.Binds = append(cfg.Binds, names...)
 	socket := filepath.Join(dir, "init.sock")
-	t0 := time.Now()
-	pid, err := sandbox.Start(ctx, cfg, sandbox.Launch{
-		NetNS:      netns,
-		Executable: r.stageExe,
-		Socket:     socket,
-		Log:        log,
-		Run: func(cmd *exec.Cmd) error {
-			if r.cgroups == nil {
-				return cmd.Start()
-			}
-			_, err := r.cgroups.startSandbox(cmd, p.uid)
-			return err
-		},
-		Placed: func(pid int) error { return r.limits.place(p.uid, pid) },
+	join, leave := r.limits.threadTasks(p.uid)
+	launch := sandbox.Launch{
+		NetNS:  netns,
+		Socket: socket,
+		Log:    log,
+		// The init is born in the pod's cgroups (a new leaf of the v2
+		// tree, the pod's v1 ones), so the whole pod is inside.
+		JoinTasks:  join,
+		LeaveTasks: leave,
 		// Found with the pod's processes by a scan of the process table
 		// (ScanProcesses), as none of its containers'.
 		Env: []string{EnvPodUID + "=" + string(p.uid), EnvPodName + "=" + p.name, EnvPodNamespace + "=" + p.namespace, EnvRuntimeID + "=" + r.id},
-	})
+	}
+	if r.cgroups != nil {
+		if launch.Cgroup, err = r.cgroups.newLeafCgroup(p.uid, sandboxCgroupPrefix); err != nil {
+			return nil, err
+		}
+	}
+	t0 := time.Now()
+	pid, err := r.spawner.Start(ctx, cfg, launch)
+	if err != nil && launch.Cgroup != "" {
+		_ = syscall.Rmdir(launch.Cgroup)
+	}
 	traceStage("sandbox", t0)
 	if err != nil {
 		return nil, err

@@ -175,7 +175,7 @@ type Process struct {
 	// PodUID and Container come from the process's environment; a process
 	// the container started inherits them unless it cleared its
 	// environment. Container is empty for the pod's sandbox (its init, or
-	// the setup stage starting it), which Sandbox marks.
+	// its init), which Sandbox marks.
 	PodUID    string
 	Container string
 	Sandbox   bool

@@ -119,7 +119,8 @@ type Options struct {
 	// executable, run again. The stages are the same
 	// either way; a small program's start costs a fraction of the CPU of a
 	// large agent's (see Cost of a start in the package doc), and a pod's
-	// start runs four (its setup, init, container stage and log shim).
+	// start runs three (its init, container stage and log shim) besides
+	// the runtime's spawner, which runs it too.
 	StageExecutable string
 	// AllowHostAccess lets pods ask for what reaches the host: privileged
 	// containers, hostNetwork, hostPID, hostIPC, hostUsers: true and
@@ -241,6 +242,9 @@ type Runtime struct {
 	logMaxFiles    int
 	// stageExe is Options.StageExecutable: "" for the agent's own.
 	stageExe string
+	// spawner starts the pods' sandboxes (a process of the stages',
+	// started with the first sandbox, ended by Close).
+	spawner *sandbox.Spawner
 	// sandboxes hands out the pods' ID ranges; nil when pods run without
 	// a sandbox, for noSandboxReason.
 	sandboxes       *idRanges
@@ -473,6 +477,9 @@ func Open(opts Options) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	if r.spawner, err = sandbox.NewSpawner(sandbox.SpawnerOptions{Executable: r.stageExe}); err != nil {
+		return nil, fmt.Errorf("processruntime: %w", err)
+	}
 	abs, err := filepath.Abs(opts.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("processruntime: state directory %q: %w", opts.StateDir, err)
@@ -552,6 +559,7 @@ func (r *Runtime) Close() error {
 		// What waits on a sandbox's connection stops with it; the sandboxes
 		// keep running, for a later Runtime to connect to.
 		r.closeSandboxConns()
+		_ = r.spawner.Close()
 		r.watchers.Wait()
 		if r.network != nil {
 			_ = r.network.Close()

@@ -16,7 +16,7 @@ import (
 // pod's user namespace) in the host's mount namespace, with user
 // namespaces enabled, overlayfs, a kernel of at least 5.12 (pidfd_open,
 // openat2, mount_setattr), and an executable others may run (the stages
-// run it as the pods' IDs): executable, as Launch.Executable, or the
+// run it as the pods' IDs): executable, as SpawnerOptions.Executable, or the
 // running program when it is "". It starts nothing.
 func Available(executable string) error {
 	if os.Geteuid() != 0 {

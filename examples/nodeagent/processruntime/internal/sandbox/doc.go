@@ -4,19 +4,22 @@
 // view and identity, and reports its exit.
 //
 // Go cannot act between fork and exec, and a multithreaded Go process
-// cannot enter another user or mount namespace (setns), so each step is
-// the agent's own executable run again (/proc/self/exe, with MarkerEnv
-// naming the stage; the package's init runs it, so any program or test
-// binary linking the package can start it, as the log shim), or the
-// program Launch.Executable names (one linking this package, as
-// processruntime's cmd/podkit-stages), whose stages then run it again
+// cannot enter another user namespace, nor a thread of it give a child a
+// user namespace without forking the whole process (no vfork), so each
+// step is the agent's own executable run again (/proc/self/exe, with
+// MarkerEnv naming the stage; the package's init runs it, so any program
+// or test binary linking the package can start it, as the log shim), or
+// the program SpawnerOptions.Executable names (one linking this package,
+// as processruntime's cmd/podkit-stages), whose stages then run it again
 // in turn:
 //
-//  1. setup, as host root, in a mount namespace of its own: builds the
-//     pod's root (an overlay with the host's root file system below and a
-//     private tmpfs above; the host's other file systems read-only; the
-//     pod's own /dev, /tmp, /run, /dev/shm; the masks, binds and volumes of
-//     Config) and starts the init from there, then exits;
+//  1. spawner, as host root, one for the runtime (Spawner): sets up each
+//     pod's sandbox it is asked for on a thread of its own, in a mount
+//     namespace of that thread's own: builds the pod's root (an overlay
+//     with the host's root file system below and a private tmpfs above;
+//     the host's other file systems read-only; the pod's own /dev, /tmp,
+//     /run, /dev/shm; the masks, binds and volumes of Config) and starts
+//     the init from there, as the runtime's child, then ends the thread;
 //  2. init, the pod's PID 1, root of its user namespace, in new user,
 //     mount, PID, IPC, UTS and network namespaces (those the pod does not
 //     share with the host): mounts /proc, /sys, /dev/pts and /dev/mqueue,
@@ -38,8 +41,8 @@
 //  1. Chooses a range of IDsPerPod host IDs no other live pod has (never
 //     including host ID 0), and an empty StageDir and a Socket path in a
 //     directory only it can reach.
-//  2. Calls Start with the pod's Config; the init is then the runtime's
-//     child, and the runtime reaps it (its exit is the pod's sandbox
+//  2. Calls Spawner.Start with the pod's Config; the init is then the
+//     runtime's child, and the runtime reaps it (its exit is the pod's sandbox
 //     ending: in its PID namespace, every process of the pod ends with it).
 //  3. Dials the Socket, and runs each container with Create (its stdout,
 //     stderr and perhaps stdin, the log shim's pipes, cross into the pod;
@@ -54,9 +57,10 @@
 //
 // # Concurrency
 //
-// Start and Dial may be called from any goroutine. A Conn's methods are
-// safe for concurrent use; it has one goroutine reading the init's
-// messages, ended by Close (or the init's end).
+// Dial may be called from any goroutine. A Spawner's and a Conn's methods
+// are safe for concurrent use; each has one goroutine reading its peer's
+// messages (the spawner's, the init's), ended by Close (or the peer's
+// end).
 //
 // # What the sandbox cannot do
 //

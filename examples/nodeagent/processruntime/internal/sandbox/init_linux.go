@@ -70,7 +70,7 @@ func initMain() error {
 // paths: the path to it leads through directories only host root may
 // enter.
 func finishRoot(c *Config) error {
-	// The root's mount came from the setup stage's namespace, locked to
+	// The root's mount came from the setup's namespace, locked to
 	// the mounts around it, and pivot_root moves no locked mount: bind it
 	// on itself (a mount of the init's own, with the rest below it), and
 	// step into the new mount through the stage directory (which others
@@ -112,7 +112,7 @@ func finishRoot(c *Config) error {
 			return fmt.Errorf("bringing the pod's loopback up: %w", err)
 		}
 	}
-	// Those of a joined network namespace were set by the setup stage.
+	// Those of a joined network namespace were set by the setup.
 	if err := setSysctls(c.Sysctls, false, "proc"); err != nil {
 		return err
 	}

@@ -52,6 +52,18 @@ import (
 //
 // One connection is served at a time: a new one replaces the old (an
 // agent restarted while the old connection was still open).
+//
+// The same frames carry a runtime's requests to its spawner (Spawner),
+// over the socket pair it starts the spawner with:
+//
+//	spawn   Sandbox; fds: the control socket (listening), the sandbox's
+//	        log[, the network namespace to join]
+//	                                          -> init PID (as soon as the init runs)
+//	                                          -> reply PID (the init is ready), or Error
+//
+// The init's PID comes first, and with it the init is the runtime's
+// child (CLONE_PARENT): should the setup fail after, or the runtime stop
+// waiting, the runtime kills and reaps it.
 
 const (
 	// maxFrame caps a message. A process's arguments and environment
@@ -73,6 +85,18 @@ type message struct {
 	PID    int            `json:"pid,omitempty"`
 	Exit   *ExitStatus    `json:"exit,omitempty"`
 	Procs  []ProcessState `json:"procs,omitempty"`
+	// Sandbox is a spawn's request.
+	Sandbox *spawnRequest `json:"sandbox,omitempty"`
+}
+
+// spawnRequest is what a spawner needs to set up one pod's sandbox
+// besides its descriptors: Launch's fields that travel.
+type spawnRequest struct {
+	Config     Config   `json:"config"`
+	Env        []string `json:"env,omitempty"`
+	Cgroup     string   `json:"cgroup,omitempty"`
+	JoinTasks  []string `json:"joinTasks,omitempty"`
+	LeaveTasks []string `json:"leaveTasks,omitempty"`
 }
 
 // The operations.
@@ -84,6 +108,8 @@ const (
 	opForget = "forget"
 	opReply  = "reply"
 	opExited = "exited"
+	opSpawn  = "spawn"
+	opInit   = "init"
 )
 
 // exitStatus converts a wait status.

@@ -15,9 +15,9 @@ import (
 	"github.com/podkit/podkit/examples/internal/mountinfo"
 )
 
-// This file builds the pod's root, in the setup stage: as host root, in a
-// mount namespace of its own made private (nothing propagates to the
-// host), under Config.StageDir:
+// This file builds the pod's root, in the spawner's setup: as host root,
+// in a mount namespace of the setup thread's own made private (nothing
+// propagates to the host), under Config.StageDir:
 //
 //	<stage>          tmpfs, RootSize, mode 0711
 //	<stage>/upper    the pod's writes to its root (overlay upper layer)
@@ -65,7 +65,7 @@ const (
 	tmpfs  = "tmpfs"
 )
 
-// rootFS is the pod's root while the setup stage builds it.
+// rootFS is the pod's root while the setup builds it.
 type rootFS struct {
 	path string
 	// fd is root opened O_PATH: every path in the pod is resolved from it.
@@ -77,7 +77,7 @@ func buildRoot(c *Config) (string, error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return "", fmt.Errorf("making the mount namespace private: %w", err)
 	}
-	hostMounts, err := mountinfo.Read()
+	hostMounts, err := mountinfo.ReadThread()
 	if err != nil {
 		return "", err
 	}

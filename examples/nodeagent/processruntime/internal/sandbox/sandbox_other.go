@@ -6,31 +6,43 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"syscall"
 )
 
 // errNotLinux is every stage's and call's error off Linux.
 var errNotLinux = errors.New("sandbox: only Linux has the namespaces a sandbox needs")
 
-func setupMain() error     { return errNotLinux }
+func spawnerMain() error   { return errNotLinux }
 func initMain() error      { return errNotLinux }
 func containerMain() error { return errNotLinux }
 
-// Launch says how Start starts a sandbox (see the Linux documentation).
+// Launch says how Spawner.Start starts a sandbox (see the Linux
+// documentation).
 type Launch struct {
-	Socket string
-	Log    *os.File
-	Run    func(cmd *exec.Cmd) error
-	Placed func(pid int) error
-	NetNS  *os.File
-	Env    []string
-	// Executable: see the Linux Launch.
+	Socket                string
+	Log                   *os.File
+	NetNS                 *os.File
+	Env                   []string
+	Cgroup                string
+	JoinTasks, LeaveTasks []string
+}
+
+// SpawnerOptions configure a Spawner (see the Linux documentation).
+type SpawnerOptions struct {
 	Executable string
 }
 
+// Spawner starts sandboxes; off Linux there are none.
+type Spawner struct{}
+
+// NewSpawner returns a Spawner whose Starts fail.
+func NewSpawner(SpawnerOptions) (*Spawner, error) { return &Spawner{}, nil }
+
 // Start fails: only Linux has sandboxes.
-func Start(context.Context, *Config, Launch) (int, error) { return 0, errNotLinux }
+func (*Spawner) Start(context.Context, *Config, Launch) (int, error) { return 0, errNotLinux }
+
+// Close does nothing.
+func (*Spawner) Close() error { return nil }
 
 // Conn is a connection to a sandbox's init; off Linux there are none.
 type Conn struct{}

@@ -37,6 +37,16 @@ func requireSandbox(t *testing.T) {
 // any the machine uses.
 func testHostID() uint32 { return 1<<31 + uint32(rand.IntN(1<<14))*sandbox.IDsPerPod }
 
+// newSpawner returns a Spawner of the test binary's stages, closed when
+// the test ends.
+func newSpawner(t *testing.T) *sandbox.Spawner {
+	t.Helper()
+	s, err := sandbox.NewSpawner(sandbox.SpawnerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // pod is a sandbox started for a test.
 type pod struct {
 	t    *testing.T
@@ -68,7 +78,7 @@ func startPod(t *testing.T, cfg sandbox.Config) *pod {
 	socket := filepath.Join(dir, "init.sock")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pid, err := sandbox.Start(ctx, &cfg, sandbox.Launch{Socket: socket, Log: log})
+	pid, err := newSpawner(t).Start(ctx, &cfg, sandbox.Launch{Socket: socket, Log: log})
 	if err != nil {
 		b, _ := os.ReadFile(log.Name())
 		t.Fatalf("starting the sandbox: %v\nlog:\n%s", err, b)

@@ -5,29 +5,42 @@ package sandbox
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/osthread"
 )
 
-// The setup stage: the agent's executable run again as host root, in a
-// mount namespace of its own (CLONE_NEWNS) and nothing else new. It builds
-// the pod's root there (rootfs_linux.go), starts the init from it with the
-// pod's namespaces and ID maps, as a child of the agent (CLONE_PARENT),
-// waits for the init to be ready, and exits. Its descriptors, from Start:
-const (
-	setupFDConfig   = 3 // the Config, JSON, to end of file
-	setupFDResult   = 4 // what it reports: "init <pid>", then "ok" or "error <text>"
-	setupFDListener = 5 // the pod's control socket, listening
-	setupFDNetNS    = 6 // the pod's network namespace, with Config.JoinNetNS
-)
+// The spawner stage: the stage program run once for a runtime (Spawner),
+// as host root, that sets up each pod's sandbox it is asked for. A setup
+// runs on an OS thread of the spawner's own (osthread), which takes a
+// filesystem context and mount namespace of its own (the spawner's other
+// threads keep the host's), enters the pod's network namespace when the
+// pod joins one, builds the pod's root there (rootfs_linux.go), starts the
+// init from it with the pod's namespaces and ID maps, as a child of the
+// runtime (CLONE_PARENT), waits for the init to be ready, and ends, with
+// its namespace (the init holds its own copy). A pod's start thus costs no
+// Go program's start-up of its own but the init's; a fork of the small
+// spawner, not of the agent, gives the init its user namespace (Go forks a
+// whole address space for that, not a vfork).
+//
+// The spawner's descriptor 3 is its end of the runtime's connection
+// (protocol.go: spawn, answered by init then reply). It serves until the
+// runtime closes that connection, or ends.
+const spawnerFDControl = 3
 
-// The init's descriptors, from the setup stage: 0 is /dev/null, 1 and 2
-// the sandbox's log.
+// The init's descriptors, from the setup: 0 is /dev/null, 1 and 2 the
+// sandbox's log.
 const (
 	initFDListener = 3 // the pod's control socket, listening
 	initFDConfig   = 4 // initConfig, JSON, to end of file
@@ -37,7 +50,7 @@ const (
 // initConfig is what the init reads.
 type initConfig struct {
 	Config Config `json:"config"`
-	// Root is the pod's root as the setup stage built it.
+	// Root is the pod's root as the setup built it.
 	Root string `json:"root"`
 }
 
@@ -50,98 +63,135 @@ const stageGORACE = "GORACE=atexit_sleep_ms=0"
 // and their page faults (page faults are most of a stage's start).
 const stageGOMAXPROCS = "GOMAXPROCS=1"
 
-func setupMain() error {
-	result := os.NewFile(setupFDResult, "result")
-	report := func(format string, args ...any) {
-		fmt.Fprintf(result, format+"\n", args...)
+// maxSetups bounds the setups a spawner runs at once; further requests
+// wait for one to end.
+const maxSetups = 16
+
+func spawnerMain() error {
+	syscall.CloseOnExec(spawnerFDControl)
+	c, err := fileConn(spawnerFDControl)
+	if err != nil {
+		return fmt.Errorf("using the runtime's connection: %w", err)
 	}
-	for _, fd := range []int{setupFDConfig, setupFDResult, setupFDListener} {
-		syscall.CloseOnExec(fd)
+	var wmu sync.Mutex
+	send := func(m *message) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_ = writeFrame(c, m, nil)
 	}
-	var c Config
-	if err := json.NewDecoder(io.LimitReader(os.NewFile(setupFDConfig, "config"), maxFrame)).Decode(&c); err != nil {
-		report("error reading the sandbox's configuration: %v", oneLine(err))
-		return nil
+	slots := make(chan struct{}, maxSetups)
+	var setups sync.WaitGroup
+	for {
+		m, files, err := readFrame(c)
+		if err != nil {
+			// The runtime closed its end (Close, or its end): the setups
+			// under way finish and say so (each within stageTimeout), so
+			// that the runtime kills the inits it no longer wants, and the
+			// spawner ends.
+			setups.Wait()
+			return nil
+		}
+		if m.Op != opSpawn || m.Sandbox == nil || len(files) < 2 || len(files) > 3 || (len(files) == 3) != m.Sandbox.Config.JoinNetNS {
+			closeFiles(files)
+			send(&message{Op: opReply, Seq: m.Seq, Error: fmt.Sprintf("spawn needs a sandbox and 2 descriptors (3 to join a network namespace); got %q with %d", m.Op, len(files))})
+			continue
+		}
+		slots <- struct{}{}
+		setups.Add(1)
+		osthread.Discarded(func() {
+			defer setups.Done()
+			defer func() { <-slots }()
+			defer closeFiles(files)
+			var netns *os.File
+			if len(files) == 3 {
+				netns = files[2]
+			}
+			started := func(pid int) { send(&message{Op: opInit, Seq: m.Seq, PID: pid}) }
+			pid, err := setup(m.Sandbox, files[0], files[1], netns, started)
+			reply := &message{Op: opReply, Seq: m.Seq, PID: pid}
+			if err != nil {
+				reply.PID, reply.Error = 0, oneLine(err)
+			}
+			send(reply)
+		})
 	}
+}
+
+// setup builds the pod's root and starts its init, on the calling thread,
+// which must be locked and discarded after (its filesystem context,
+// namespaces and cgroup v1 places are the pod's). started is told the
+// init's PID as soon as it runs: the init is the runtime's child, which
+// kills and reaps it should the setup fail after. It returns the init's
+// PID once the init is ready.
+func setup(r *spawnRequest, listener, log, netns *os.File, started func(pid int)) (int, error) {
+	c := &r.Config
 	if err := c.Validate(); err != nil {
-		report("error %v", oneLine(err))
-		return nil
+		return 0, err
+	}
+	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
+		return 0, fmt.Errorf("a mount namespace for the pod's root: %w", err)
 	}
 	if c.JoinNetNS {
-		// This thread (the main one, locked while package inits run) enters
-		// the pod's network namespace: the init it forks inherits it, and
-		// the net.* sysctls written here are the pod's. The stage's other
-		// threads stay in the host's; none of them forks.
-		// (Descriptor 6 is only the namespace's when it was passed: without,
-		// it is closed at the start and may be the Go runtime's by now.)
-		err := unix.Setns(setupFDNetNS, unix.CLONE_NEWNET)
-		unix.Close(setupFDNetNS)
-		if err != nil {
-			report("error entering the pod's network namespace: %v", oneLine(err))
-			return nil
+		// The init started from this thread inherits its network
+		// namespace, and the net.* sysctls written from it are the pod's
+		// (/proc/sys/net shows the writer's namespace).
+		if err := unix.Setns(int(netns.Fd()), unix.CLONE_NEWNET); err != nil {
+			return 0, fmt.Errorf("entering the pod's network namespace: %w", err)
 		}
 		if err := setSysctls(c.Sysctls, true, ""); err != nil {
-			report("error %v", oneLine(err))
-			return nil
+			return 0, err
 		}
 	}
-	root, err := buildRoot(&c)
+	root, err := buildRoot(c)
 	if err != nil {
-		report("error building the pod's root: %v", oneLine(err))
-		return nil
+		return 0, fmt.Errorf("building the pod's root: %w", err)
 	}
-	if c.MaxProcs > 0 {
-		// Inherited by the init and everything it starts.
-		lim := &syscall.Rlimit{Cur: c.MaxProcs, Max: c.MaxProcs}
-		if err := syscall.Setrlimit(rlimitNPROC, lim); err != nil {
-			report("error setting RLIMIT_NPROC: %v", oneLine(err))
-			return nil
-		}
-	}
-	pid, ready, err := startInit(&c, root)
-	if pid != 0 {
-		// Reported first, so the agent can reap or kill it, whatever
-		// follows.
-		report("init %d", pid)
+	pid, ready, err := startInit(r, root, listener, log)
+	if pid > 0 {
+		started(pid)
 	}
 	if err != nil {
-		report("error starting the pod's init: %v", oneLine(err))
-		return nil
+		return 0, fmt.Errorf("starting the pod's init: %w", err)
+	}
+	defer ready.Close()
+	if err := ready.SetReadDeadline(time.Now().Add(stageTimeout)); err != nil {
+		return 0, err
 	}
 	line, _ := bufio.NewReader(io.LimitReader(ready, 4096)).ReadString('\n')
 	switch line = strings.TrimSpace(line); {
 	case line == "ok":
-		report("ok")
+		return pid, nil
 	case strings.HasPrefix(line, "error "):
-		report("%s", line)
-	default:
-		report("error the pod's init ended while setting up (its log says why)")
+		return 0, errors.New(strings.TrimPrefix(line, "error "))
 	}
-	return nil
+	return 0, errors.New("the pod's init ended while setting up, or did not say it was ready in time (the sandbox's log says why)")
 }
 
 // rlimitNPROC is RLIMIT_NPROC (the same number on every architecture
 // Linux runs Go on).
 const rlimitNPROC = 6
 
-// startInit starts the pod's init in its namespaces, as a child of the
-// agent, and hands it its configuration. It returns the init's PID and
+// startInit starts the pod's init in its namespaces and cgroups, as a
+// child of the runtime, from the calling thread (its mount namespace holds
+// the pod's root, its working directory), and hands it its configuration.
+// It returns the init's PID (once it started, whatever failed after) and
 // the pipe it reports readiness on.
-func startInit(c *Config, root string) (int, *os.File, error) {
+func startInit(r *spawnRequest, root string, listener, log *os.File) (int, *os.File, error) {
+	c := &r.Config
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
 		return 0, nil, err
 	}
 	defer cfgR.Close()
+	defer cfgW.Close()
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
-		cfgW.Close()
 		return 0, nil, err
 	}
 	defer readyW.Close()
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
-		cfgW.Close()
+		readyR.Close()
 		return 0, nil, err
 	}
 	defer devNull.Close()
@@ -149,7 +199,7 @@ func startInit(c *Config, root string) (int, *os.File, error) {
 	// copy of root in its own mount namespace, which it reaches no other
 	// way (the directories above are host root's alone).
 	if err := unix.Chdir(root); err != nil {
-		cfgW.Close()
+		readyR.Close()
 		return 0, nil, err
 	}
 	flags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_PARENT)
@@ -175,37 +225,143 @@ func startInit(c *Config, root string) (int, *os.File, error) {
 		// the namespace's capabilities across it.
 		sys.Credential = &syscall.Credential{Uid: 0, Gid: 0}
 	}
-	// The init's environment is the setup stage's (Launch.Env), but for
-	// the stage it runs.
-	env := []string{MarkerEnv + "=" + stageInit}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, MarkerEnv+"=") {
-			env = append(env, kv)
-		}
-	}
-	proc, err := os.StartProcess(selfExe, []string{"podkit-sandbox-init"}, &os.ProcAttr{
-		Env:   env,
-		Files: []*os.File{devNull, os.Stderr, os.Stderr, os.NewFile(setupFDListener, "listener"), cfgR, readyW},
+	attr := &os.ProcAttr{
+		// Its own stage's variables and the runtime's (Launch.Env):
+		// never the spawner's.
+		Env:   append([]string{MarkerEnv + "=" + stageInit, stageGORACE, stageGOMAXPROCS}, r.Env...),
+		Files: []*os.File{devNull, log, log, listener, cfgR, readyW},
 		Sys:   sys,
-	})
-	if err != nil {
-		cfgW.Close()
-		readyR.Close()
-		return 0, nil, err
 	}
-	// The init is the agent's child (CLONE_PARENT): the agent reaps it.
-	pid := proc.Pid
-	_ = proc.Release()
-	err = json.NewEncoder(cfgW).Encode(initConfig{Config: *c, Root: root})
-	cfgW.Close()
+	joined := joinTasks(r.JoinTasks, r.LeaveTasks)
+	pid, err := startIn(r.Cgroup, attr)
+	if joined {
+		leaveTasks(r.LeaveTasks)
+	}
 	if err != nil {
 		readyR.Close()
 		return pid, nil, err
 	}
+	fail := func(err error) (int, *os.File, error) {
+		readyR.Close()
+		return pid, nil, err
+	}
+	if !joined {
+		// Where the thread could not join them: moved at once, before it
+		// reads its configuration, so before it starts anything.
+		for _, tasks := range r.JoinTasks {
+			if err := writeFile(filepath.Join(filepath.Dir(tasks), "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+				return fail(fmt.Errorf("putting the init in %s: %w", filepath.Dir(tasks), err))
+			}
+		}
+	}
+	if c.MaxProcs > 0 {
+		// Before the init reads its configuration, so before it starts
+		// anything: the pod's processes inherit it.
+		lim := &unix.Rlimit{Cur: c.MaxProcs, Max: c.MaxProcs}
+		if err := unix.Prlimit(pid, rlimitNPROC, lim, nil); err != nil {
+			return fail(fmt.Errorf("setting RLIMIT_NPROC: %w", err))
+		}
+	}
+	if err := json.NewEncoder(cfgW).Encode(initConfig{Config: *c, Root: root}); err != nil {
+		return fail(fmt.Errorf("sending the init its configuration: %w", err))
+	}
 	return pid, readyR, nil
 }
 
-// oneLine keeps an error's text on one line of the result.
+// startIn starts the init as attr describes, born in the cgroup v2
+// directory dir (clone3's CLONE_INTO_CGROUP) when dir is set, or moved
+// there at once where the kernel cannot clone into a cgroup. On an error
+// after the init started, it kills it and returns its PID too: the
+// runtime, its parent, reaps it.
+func startIn(dir string, attr *os.ProcAttr) (int, error) {
+	start := func(attr *os.ProcAttr) (int, error) {
+		p, err := os.StartProcess(selfExe, []string{"podkit-sandbox-init"}, attr)
+		if err != nil {
+			return 0, err
+		}
+		pid := p.Pid
+		// The runtime reaps it (CLONE_PARENT), by its PID.
+		_ = p.Release()
+		return pid, nil
+	}
+	if dir == "" {
+		return start(attr)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("opening the pod's cgroup: %w", err)
+	}
+	sys := *attr.Sys
+	sys.UseCgroupFD, sys.CgroupFD = true, fd
+	into := *attr
+	into.Sys = &sys
+	pid, err := start(&into)
+	unix.Close(fd)
+	if err == nil || !cloneIntoUnsupported(err) {
+		return pid, err
+	}
+	if pid, err = start(attr); err != nil {
+		return 0, err
+	}
+	if err := writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		return pid, fmt.Errorf("putting the init in its cgroup: %w", err)
+	}
+	return pid, nil
+}
+
+// cloneIntoUnsupported reports whether err says the kernel cannot start a
+// process in a cgroup (no clone3, or no CLONE_INTO_CGROUP).
+func cloneIntoUnsupported(err error) bool {
+	for _, e := range []error{syscall.ENOSYS, syscall.EINVAL, syscall.EOPNOTSUPP, syscall.E2BIG} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// joinTasks puts the calling thread in each cgroup v1 hierarchy's
+// "tasks" file of join, so that a process it forks is born there; where it
+// cannot join one, it goes back to leave and reports false.
+func joinTasks(join, leave []string) bool {
+	if len(join) == 0 {
+		return false
+	}
+	tid := strconv.Itoa(unix.Gettid())
+	for _, tasks := range join {
+		if writeFile(tasks, tid) != nil {
+			leaveTasks(leave)
+			return false
+		}
+	}
+	return true
+}
+
+// leaveTasks moves the calling thread to leave's cgroups (the runtime's
+// own): its end comes later, on the kernel's time, and until then a pod's
+// cgroups would hold it and could not be removed.
+func leaveTasks(leave []string) {
+	tid := strconv.Itoa(unix.Gettid())
+	for _, tasks := range leave {
+		_ = writeFile(tasks, tid)
+	}
+}
+
+// writeFile writes value to a cgroup interface file, which must exist.
+func writeFile(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// oneLine keeps an error's text on one line.
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
 
 // setSysctls writes the sysctls of the pod's network namespace (net) or

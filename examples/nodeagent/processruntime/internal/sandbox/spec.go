@@ -22,8 +22,8 @@ const (
 )
 
 // Config is the pod's sandbox: its namespaces, identity and filesystem.
-// The runtime fills it; Start checks it (Validate) and hands it to the
-// setup stage.
+// The runtime fills it; Spawner.Start checks it (Validate) and hands it
+// to the spawner.
 type Config struct {
 	// Name names the pod in errors ("namespace/name").
 	Name string `json:"name"`
@@ -44,15 +44,15 @@ type Config struct {
 	// JoinNetNS: the pod's network namespace exists already
 	// (Launch.NetNS, made by the agent's pod network and owned by the
 	// host's user namespace, so the pod's root cannot reconfigure it): the
-	// setup stage enters it and the init stays in it, instead of the init
-	// making one of its own with only a loopback.
+	// spawner's setup enters it and the init stays in it, instead of the
+	// init making one of its own with only a loopback.
 	JoinNetNS bool `json:"joinNetNS,omitempty"`
 	// Privileged gives the pod the host's /dev and a writable /sys (for
 	// privileged containers). It requires HostID 0.
 	Privileged bool `json:"privileged,omitempty"`
 
-	// StageDir is an empty directory the setup stage mounts the pod's
-	// root on while it builds it, in a mount namespace of its own (the
+	// StageDir is an empty directory the spawner mounts the pod's root on
+	// while it builds it, in a mount namespace of the setup's own (the
 	// host never sees the mounts). Required; absolute.
 	StageDir string `json:"stageDir"`
 	// RootSize is the size of the writable layer over the host's root.

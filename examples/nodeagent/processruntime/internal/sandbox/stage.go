@@ -14,9 +14,9 @@ const MarkerEnv = "PODKIT_SANDBOX_STAGE"
 
 // The stages, the values of MarkerEnv.
 const (
-	// stageSetup builds the pod's root in a mount namespace of its own, as
-	// host root, then starts the init and exits.
-	stageSetup = "setup"
+	// stageSpawner sets up the sandboxes a runtime asks for, each on a
+	// thread of its own (Spawner).
+	stageSpawner = "spawner"
 	// stageInit is the pod's PID 1.
 	stageInit = "init"
 	// stageContainer applies a container's view and identity, then execs
@@ -37,8 +37,8 @@ func init() {
 	}
 	var err error
 	switch stage {
-	case stageSetup:
-		err = setupMain()
+	case stageSpawner:
+		err = spawnerMain()
 	case stageInit:
 		err = initMain()
 	case stageContainer:
