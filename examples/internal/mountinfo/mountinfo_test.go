@@ -1,8 +1,12 @@
 package mountinfo
 
 import (
+	"os"
+	"runtime"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,4 +38,67 @@ func TestReadFindsTheRoot(t *testing.T) {
 		mountPoints = append(mountPoints, m.MountPoint)
 	}
 	assert.Contains(t, mountPoints, "/")
+}
+
+// ReadThread shows the mount namespace of the calling thread: a mount
+// made on a thread with a namespace of its own shows there, and not in
+// Read's table (the process's main thread's).
+func TestReadThreadShowsTheThreadsNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a mount namespace of its own needs root")
+	}
+	dir := t.TempDir()
+	type tables struct {
+		thread, process []Mount
+		err             error
+	}
+	var got tables
+	onOwnThread(func() {
+		if got.err = unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); got.err != nil {
+			return
+		}
+		if got.err = unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); got.err != nil {
+			return
+		}
+		if got.err = unix.Mount("tmpfs", dir, "tmpfs", 0, "size=4096"); got.err != nil {
+			return
+		}
+		if got.thread, got.err = ReadThread(); got.err != nil {
+			return
+		}
+		got.process, got.err = Read()
+	})
+	require.NoError(t, got.err)
+	has := func(ms []Mount) bool {
+		for _, m := range ms {
+			if m.MountPoint == dir {
+				return true
+			}
+		}
+		return false
+	}
+	assert.True(t, has(got.thread), "the thread's table lacks its own mount")
+	assert.False(t, has(got.process), "the process's table shows the thread's mount")
+}
+
+// onOwnThread runs f on a locked thread that ends with f and is not the
+// main thread (whose table Read shows, and which the Go runtime never
+// ends), and waits for it.
+func onOwnThread(f func()) {
+	ran := make(chan struct{})
+	var run func()
+	run = func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// Hold the main thread while another one runs f.
+			go run()
+			<-ran
+			runtime.UnlockOSThread()
+			return
+		}
+		defer close(ran) // never unlocked: the thread ends here
+		f()
+	}
+	go run()
+	<-ran
 }
