@@ -211,7 +211,9 @@ func (r *Runtime) killContainerCgroup(uid types.UID, name, cgroup string) {
 }
 
 // After killing, sweepPod looks again settleChecks times every
-// settleInterval of real time before it polls on the runtime's clock.
+// settleInterval of real time before it polls on the runtime's clock; an
+// environment scan that finds nothing is confirmed by one more,
+// settleInterval later.
 const (
 	settleChecks   = 50
 	settleInterval = 2 * time.Millisecond
@@ -233,6 +235,7 @@ func (r *Runtime) sweepPod(ctx context.Context, uid types.UID, scanEnv bool) err
 			ticker.Stop()
 		}
 	}()
+	clean := 0
 	for attempt := 0; ; attempt++ {
 		left := 0
 		if r.cgroups != nil {
@@ -260,8 +263,17 @@ func (r *Runtime) sweepPod(ctx context.Context, uid types.UID, scanEnv bool) err
 			}
 		}
 		if left == 0 {
-			return nil
+			// A process in the middle of its execve shows no environment
+			// (the new program's is not in place yet), so a scan can miss
+			// it: it counts as clean only when the next one, a moment
+			// later, is clean too.
+			if clean++; !scanEnv || clean >= 2 {
+				return nil
+			}
+			time.Sleep(settleInterval)
+			continue
 		}
+		clean = 0
 		if attempt < settleChecks {
 			// A killed process leaves the process table within moments:
 			// look again soon, whatever the clock (an injected clock may
