@@ -129,7 +129,8 @@ func (r *Runtime) stop(ctx context.Context, procs []*proc, grace time.Duration) 
 		}
 	}
 	// Every main process has ended and its group was killed then; wait for
-	// the processes it left behind to be gone from the process table.
+	// the processes it left behind to be gone from the process table (a
+	// sandbox's init does that for its pod's).
 	var ticker clock.Ticker
 	defer func() {
 		if ticker != nil {
@@ -143,6 +144,14 @@ func (r *Runtime) stop(ctx context.Context, procs []*proc, grace time.Duration) 
 	for {
 		var left []int
 		for _, pr := range procs {
+			if pr.sb != nil && !pr.sb.ended() {
+				// Its sandbox's init, which reported its exit, killed what
+				// was left of its group first. A scan of the host's whole
+				// process table, for each process, would find nothing more
+				// (it does when the sandbox ended instead: with hostPID,
+				// the pod's processes outlive the init).
+				continue
+			}
 			members, err := groupMembers(pr.pgid, pr.startTicks)
 			if err != nil {
 				return err
