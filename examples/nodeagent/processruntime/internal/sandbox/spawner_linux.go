@@ -196,9 +196,9 @@ type spawnerProc struct {
 	// stderr keeps the end of what the spawner wrote (a crash's message),
 	// for the error of the spawns its end fails.
 	stderr tail
-	// done is closed once the reader has ended (the connection is gone);
-	// exited once the process is reaped too.
-	done, exited chan struct{}
+	// done is closed once the reader has ended: the connection is gone and
+	// the spawner reaped.
+	done chan struct{}
 
 	mu      sync.Mutex
 	seq     uint64
@@ -247,7 +247,7 @@ func startSpawner(exe string) (*spawnerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &spawnerProc{c: ours, done: make(chan struct{}), exited: make(chan struct{}), pending: map[uint64]*spawnCall{}}
+	p := &spawnerProc{c: ours, done: make(chan struct{}), pending: map[uint64]*spawnCall{}}
 	p.cmd = &exec.Cmd{
 		Path:       exe,
 		Args:       []string{"podkit-sandbox-spawner"},
@@ -266,11 +266,6 @@ func startSpawner(exe string) (*spawnerProc, error) {
 		return nil, fmt.Errorf("starting the sandbox spawner: %w", err)
 	}
 	go p.read()
-	go func() {
-		<-p.done
-		_ = p.cmd.Wait()
-		close(p.exited)
-	}()
 	return p, nil
 }
 
@@ -306,7 +301,9 @@ func (t *tail) lastLine() string {
 }
 
 // read dispatches the spawner's messages until the connection ends, then
-// fails the spawns still waiting (killing and reaping their inits).
+// reaps the spawner (which ends with the connection: it was closed, or
+// the spawner died) and fails the spawns still waiting (killing and
+// reaping their inits), saying what the spawner last wrote.
 func (p *spawnerProc) read() {
 	defer close(p.done)
 	for {
@@ -314,6 +311,7 @@ func (p *spawnerProc) read() {
 		closeFiles(files)
 		if err != nil {
 			p.c.Close()
+			_ = p.cmd.Wait()
 			var kill []int
 			p.mu.Lock()
 			calls := p.pending
@@ -358,7 +356,7 @@ func (p *spawnerProc) read() {
 // and the last line the spawner wrote (a crash's message), if any.
 func spawnerGone(err error, last string) error {
 	msg := "the sandbox spawner ended"
-	if !errors.Is(err, io.EOF) {
+	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
 		msg = "the sandbox spawner's connection failed: " + err.Error()
 	}
 	if last != "" {
@@ -386,8 +384,16 @@ func (p *spawnerProc) spawn(ctx context.Context, req *message, fds []int) (pid i
 	p.wmu.Unlock()
 	if err != nil {
 		p.abandon(req.Seq, call)
-		gone := errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
-		return 0, gone, fmt.Errorf("asking the sandbox spawner: %w", err)
+		if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, net.ErrClosed) {
+			return 0, false, fmt.Errorf("asking the sandbox spawner: %w", err)
+		}
+		// It had ended: its reader reaps it at once; say what it said.
+		select {
+		case <-p.done:
+			return 0, true, spawnerGone(io.EOF, p.stderr.lastLine())
+		case <-time.After(time.Second):
+			return 0, true, fmt.Errorf("asking the sandbox spawner: %w", err)
+		}
 	}
 	select {
 	case m := <-call.result:
@@ -436,10 +442,10 @@ func (p *spawnerProc) abandon(seq uint64, call *spawnCall) {
 func (p *spawnerProc) stop() {
 	_ = p.c.CloseWrite()
 	select {
-	case <-p.exited:
+	case <-p.done:
 	case <-time.After(spawnerStopWait):
 		_ = p.cmd.Process.Kill()
-		<-p.exited
+		<-p.done
 	}
 }
 

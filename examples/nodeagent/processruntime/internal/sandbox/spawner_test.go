@@ -199,3 +199,22 @@ func TestSpawnerRefusesBadInput(t *testing.T) {
 	assert.ErrorContains(t, err, "JoinTasks")
 	assert.Empty(t, children(t, "podkit-sandbox-spawner"), "nothing started")
 }
+
+// A spawner executable that is not one (it ends at once, saying why)
+// makes Start fail with an error that says so, rather than hang.
+func TestAProgramThatIsNoSpawnerFailsStart(t *testing.T) {
+	requireSandbox(t)
+	script := filepath.Join(t.TempDir(), "not-a-spawner")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho 'I am not a spawner' >&2\nexit 3\n"), 0o755))
+	s, err := sandbox.NewSpawner(sandbox.SpawnerOptions{Executable: script})
+	require.NoError(t, err)
+	defer s.Close()
+	cfg := sandbox.Config{}
+	l := launchFor(t, &cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = s.Start(ctx, &cfg, l)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the sandbox spawner ended (it said: I am not a spawner)")
+	assert.NoError(t, ctx.Err(), "Start waited for its ctx rather than the spawner's end")
+}
