@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -399,4 +400,15 @@ func mergeLabels(labels map[string]string, key, value string) map[string]string 
 		out[k] = v
 	}
 	return out
+}
+
+// requireBusybox skips a scenario whose containers run busybox's applets
+// (httpd, nc) where busybox is not installed: the nodes run their own
+// programs for the busybox image, and a container that runs busybox then
+// exits 127 at once. .ci/run installs busybox-static.
+func requireBusybox(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("busybox"); err != nil {
+		t.Skip("busybox is not installed on this machine (.ci/run installs busybox-static): this scenario's containers run its httpd and nc")
+	}
 }

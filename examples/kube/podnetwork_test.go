@@ -54,6 +54,7 @@ func waitSucceeded(t *testing.T, h *harness, ns, name string) *v1.Pod {
 // host's loopback, and the kubelet API refuses it without credentials
 // (the attack of issue 20).
 func testPodNetwork(t *testing.T, h *harness) {
+	requireBusybox(t)
 	nodes := h.pool(t, "net", 1)
 	ns := h.namespace(t, "net")
 	admin := h.c.Admin()

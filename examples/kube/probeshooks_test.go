@@ -71,6 +71,7 @@ spec:
 // unstarted and unready until it passes; a postStart hook runs when its
 // container starts and a preStop hook before its container is stopped.
 func testProbesAndHooks(t *testing.T, h *harness) {
+	requireBusybox(t)
 	h.sandboxedPool(t, "probes", 1)
 	ns := h.namespace(t, "probes")
 	admin := h.c.Admin()

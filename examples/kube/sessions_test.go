@@ -51,6 +51,7 @@ func sessionsPod(pool string) *v1.Pod {
 // sandboxes, and reads the pod's figures in /stats/summary and
 // /runningpods through the node proxy.
 func testSessions(t *testing.T, h *harness) {
+	requireBusybox(t)
 	nodes := h.sandboxedPool(t, "sessions", 1)
 	ns := h.namespace(t, "sessions")
 	cs := h.c.Admin()
