@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/podkit/podkit/examples/internal/mountinfo"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/cgroupfs"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -242,7 +243,7 @@ func (t *cgroupTree) startIn(cmd *exec.Cmd, dir string) error {
 		cmd.SysProcAttr = &attr
 		err = cmd.Start()
 		syscall.Close(fd)
-		if err == nil || !cloneIntoUnsupported(err) {
+		if err == nil || !cgroupfs.CloneIntoUnsupported(err) {
 			return err
 		}
 		t.noCloneInto.Store(true)
@@ -251,37 +252,12 @@ func (t *cgroupTree) startIn(cmd *exec.Cmd, dir string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	if err := writeCgroupFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid)); err != nil {
+	if err := cgroupfs.Write(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid)); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return fmt.Errorf("putting the process in the container's cgroup: %w", err)
 	}
 	return nil
-}
-
-// cloneIntoUnsupported reports whether a start failed because the kernel
-// cannot start a process into a cgroup.
-func cloneIntoUnsupported(err error) bool {
-	for _, e := range []error{syscall.ENOSYS, syscall.EINVAL, syscall.EOPNOTSUPP, syscall.E2BIG} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
-// writeCgroupFile writes one value to a cgroup interface file, which must
-// exist (it is never created).
-func writeCgroupFile(path, value string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(value)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // populated reports whether any process is in the cgroup dir or below. A
@@ -302,7 +278,7 @@ func (t *cgroupTree) populated(dir string) (bool, error) {
 // each process listed is then killed, which a process forking fast may
 // race; the callers check again until the cgroup is empty.
 func (t *cgroupTree) kill(dir string) error {
-	err := writeCgroupFile(filepath.Join(dir, "cgroup.kill"), "1")
+	err := cgroupfs.Write(filepath.Join(dir, "cgroup.kill"), "1")
 	switch {
 	case err == nil:
 		t.setKilled(dir, true)

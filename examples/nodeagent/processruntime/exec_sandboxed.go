@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/cgroupfs"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/sandbox"
 )
 
@@ -56,7 +57,7 @@ func (r *Runtime) execSandboxed(ctx context.Context, rc runningContainer, cmd []
 	}
 	sess := &execSession{pipes: pipes, terminal: sp.Terminal}
 	if rc.proc.cgroup != "" {
-		if err := writeCgroupFile(filepath.Join(rc.proc.cgroup, "cgroup.procs"), strconv.Itoa(sp.HostPID)); err != nil {
+		if err := cgroupfs.Write(filepath.Join(rc.proc.cgroup, "cgroup.procs"), strconv.Itoa(sp.HostPID)); err != nil {
 			sess.closeEnds()
 			r.abandonExec(sb, name)
 			return 0, err

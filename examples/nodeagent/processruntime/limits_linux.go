@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podkit/podkit/examples/internal/mountinfo"
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/cgroupfs"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/osthread"
 )
 
@@ -159,7 +160,7 @@ func (t *cgroupTree) enableControllers(names []string) map[string]bool {
 	}
 	for _, n := range names {
 		if slices.Contains(strings.Fields(string(offered)), n) {
-			_ = writeCgroupFile(filepath.Join(t.base, "cgroup.subtree_control"), "+"+n)
+			_ = cgroupfs.Write(filepath.Join(t.base, "cgroup.subtree_control"), "+"+n)
 		}
 	}
 	enabled, _ := os.ReadFile(filepath.Join(t.base, "cgroup.subtree_control"))
@@ -190,7 +191,7 @@ func (l *limiter) kinds() Limits {
 // apply creates the pod's cgroups and writes its limits.
 func (l *limiter) apply(uid types.UID, lim podLimits) error {
 	write := func(dir, file, value string) error {
-		if err := writeCgroupFile(filepath.Join(dir, file), value); err != nil {
+		if err := cgroupfs.Write(filepath.Join(dir, file), value); err != nil {
 			return fmt.Errorf("setting %s of pod %s: %w", file, uid, err)
 		}
 		return nil
@@ -279,27 +280,13 @@ func (l *limiter) startBorn(uid types.UID, start func() error) (placed bool, err
 	}
 	done := make(chan result, 1)
 	osthread.Discarded(func() {
-		tid := strconv.Itoa(syscall.Gettid())
-		// The thread leaves the pod's cgroups before the caller goes on,
-		// for the cgroups it leaves: its end comes later, and until then
-		// the pod's cgroups would hold it (a cleanup right after a short
-		// container failed with EBUSY, the agent's PID in cgroup.procs).
-		// It goes to the runtime's own cgroup of each controller, which
-		// outlives every pod's.
-		leave := func() {
-			for _, base := range l.v1 {
-				_ = writeCgroupFile(filepath.Join(base, "tasks"), tid)
-			}
-		}
-		for _, base := range l.v1 {
-			if writeCgroupFile(filepath.Join(base, "pod-"+string(uid), "tasks"), tid) != nil {
-				leave()
-				done <- result{}
-				return
-			}
+		join, leave := l.threadTasks(uid)
+		if !cgroupfs.JoinThread(join, leave) {
+			done <- result{}
+			return
 		}
 		err := start()
-		leave()
+		cgroupfs.LeaveThread(leave)
 		done <- result{placed: true, err: err}
 	})
 	if res := <-done; res.placed {
@@ -323,7 +310,7 @@ func (l *limiter) threadTasks(uid types.UID) (join, leave []string) {
 // place puts process pid in the pod's v1 cgroups.
 func (l *limiter) place(uid types.UID, pid int) error {
 	for c, base := range l.v1 {
-		if err := writeCgroupFile(filepath.Join(base, "pod-"+string(uid), "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+		if err := cgroupfs.Write(filepath.Join(base, "pod-"+string(uid), "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 			return fmt.Errorf("putting process %d in the pod's %s cgroup: %w", pid, c, err)
 		}
 	}

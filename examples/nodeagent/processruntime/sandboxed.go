@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/cgroupfs"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/sandbox"
 )
 
@@ -131,7 +132,7 @@ func (r *Runtime) startSandboxed(p *podState, pod *v1.Pod, spec *v1.Container, i
 	cgroup := ""
 	if r.cgroups != nil {
 		if cgroup, err = r.cgroups.newContainerCgroup(p.uid, spec.Name); err == nil {
-			err = writeCgroupFile(filepath.Join(cgroup, "cgroup.procs"), strconv.Itoa(sp.HostPID))
+			err = cgroupfs.Write(filepath.Join(cgroup, "cgroup.procs"), strconv.Itoa(sp.HostPID))
 		}
 		if err != nil {
 			r.abandon(sb, name)

@@ -40,11 +40,3 @@ func Discarded(f func()) {
 		runtime.UnlockOSThread()
 	}()
 }
-
-// Run runs f as Discarded does and returns f's error once f has returned
-// (its thread ends afterwards, on the kernel's time).
-func Run(f func() error) error {
-	done := make(chan error, 1)
-	Discarded(func() { done <- f() })
-	return <-done
-}

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/cgroupfs"
 	"github.com/podkit/podkit/examples/nodeagent/processruntime/internal/osthread"
 )
 
@@ -232,10 +233,10 @@ func startInit(r *spawnRequest, root string, listener, log *os.File) (int, *os.F
 		Files: []*os.File{devNull, log, log, listener, cfgR, readyW},
 		Sys:   sys,
 	}
-	joined := joinTasks(r.JoinTasks, r.LeaveTasks)
+	joined := cgroupfs.JoinThread(r.JoinTasks, r.LeaveTasks)
 	pid, err := startIn(r.Cgroup, attr)
 	if joined {
-		leaveTasks(r.LeaveTasks)
+		cgroupfs.LeaveThread(r.LeaveTasks)
 	}
 	if err != nil {
 		readyR.Close()
@@ -249,7 +250,7 @@ func startInit(r *spawnRequest, root string, listener, log *os.File) (int, *os.F
 		// Where the thread could not join them: moved at once, before it
 		// reads its configuration, so before it starts anything.
 		for _, tasks := range r.JoinTasks {
-			if err := writeFile(filepath.Join(filepath.Dir(tasks), "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			if err := cgroupfs.Write(filepath.Join(filepath.Dir(tasks), "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 				return fail(fmt.Errorf("putting the init in %s: %w", filepath.Dir(tasks), err))
 			}
 		}
@@ -297,68 +298,17 @@ func startIn(dir string, attr *os.ProcAttr) (int, error) {
 	into.Sys = &sys
 	pid, err := start(&into)
 	unix.Close(fd)
-	if err == nil || !cloneIntoUnsupported(err) {
+	if err == nil || !cgroupfs.CloneIntoUnsupported(err) {
 		return pid, err
 	}
 	if pid, err = start(attr); err != nil {
 		return 0, err
 	}
-	if err := writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+	if err := cgroupfs.Write(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		return pid, fmt.Errorf("putting the init in its cgroup: %w", err)
 	}
 	return pid, nil
-}
-
-// cloneIntoUnsupported reports whether err says the kernel cannot start a
-// process in a cgroup (no clone3, or no CLONE_INTO_CGROUP).
-func cloneIntoUnsupported(err error) bool {
-	for _, e := range []error{syscall.ENOSYS, syscall.EINVAL, syscall.EOPNOTSUPP, syscall.E2BIG} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
-// joinTasks puts the calling thread in each cgroup v1 hierarchy's
-// "tasks" file of join, so that a process it forks is born there; where it
-// cannot join one, it goes back to leave and reports false.
-func joinTasks(join, leave []string) bool {
-	if len(join) == 0 {
-		return false
-	}
-	tid := strconv.Itoa(unix.Gettid())
-	for _, tasks := range join {
-		if writeFile(tasks, tid) != nil {
-			leaveTasks(leave)
-			return false
-		}
-	}
-	return true
-}
-
-// leaveTasks moves the calling thread to leave's cgroups (the runtime's
-// own): its end comes later, on the kernel's time, and until then a pod's
-// cgroups would hold it and could not be removed.
-func leaveTasks(leave []string) {
-	tid := strconv.Itoa(unix.Gettid())
-	for _, tasks := range leave {
-		_ = writeFile(tasks, tid)
-	}
-}
-
-// writeFile writes value to a cgroup interface file, which must exist.
-func writeFile(path, value string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(value)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // oneLine keeps an error's text on one line.
