@@ -67,7 +67,7 @@ func TestTokenRequestRetriesWhileTheBindingIsNotSeen(t *testing.T) {
 		resp, err := request(context.Background(), client)
 		require.NoError(t, err)
 		require.Equal(t, "t", resp.Status.Token)
-		require.Equal(t, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}, gaps(*at))
+		require.Equal(t, []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond}, gaps(*at))
 	})
 }
 
@@ -108,12 +108,12 @@ func TestTokenRequestOtherErrorsAreNotRetried(t *testing.T) {
 func TestTokenRequestRetryEndsWithItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		client, at := tokenAnswers(notYetBound, notYetBound)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 		defer cancel()
 		start := time.Now()
 		_, err := request(ctx, client)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.Equal(t, 20*time.Millisecond, time.Since(start), "it returned when its context ended, within the first wait")
+		require.Equal(t, 5*time.Millisecond, time.Since(start), "it returned when its context ended, within the first wait")
 		require.Len(t, *at, 1)
 	})
 }
