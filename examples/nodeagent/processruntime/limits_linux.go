@@ -53,6 +53,11 @@ type limiter struct {
 	// v1 holds, per controller limited through cgroup v1, the directory
 	// of the runtime's cgroups in its hierarchy.
 	v1 map[string]string
+	// earlier holds the directories an earlier runtime of the state
+	// directory recorded in hierarchies this one does not use (it ran
+	// with other Options.Cgroups, or without a cgroup v2 tree): its pods'
+	// cgroups there are only removed (remove, removeEmpty), never made.
+	earlier map[string]string
 	// rlimit: pids are bounded by RLIMIT_NPROC on the pod's host IDs (a
 	// sandbox's), there being no pids controller.
 	rlimit bool
@@ -86,6 +91,19 @@ func openLimiter(stateDir string, tree *cgroupTree, pids int64, sandboxed bool) 
 			continue
 		}
 		l.v1[c] = dir
+		lines = append(lines, c+" "+dir)
+	}
+	for c, dir := range recorded {
+		if _, used := l.v1[c]; used || dir == "" {
+			continue
+		}
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		if l.earlier == nil {
+			l.earlier = map[string]string{}
+		}
+		l.earlier[c] = dir
 		lines = append(lines, c+" "+dir)
 	}
 	if len(lines) > 0 {
@@ -323,7 +341,7 @@ func (l *limiter) place(uid types.UID, pid int) error {
 // may take seconds): such a directory is left, and removed by removeEmpty
 // (Close) or by the next Open; it limits nothing any more.
 func (l *limiter) remove(uid types.UID) error {
-	for c, base := range l.v1 {
+	for c, base := range l.everyV1() {
 		dir := filepath.Join(base, "pod-"+string(uid))
 		err := syscall.Rmdir(dir)
 		switch {
@@ -384,7 +402,7 @@ func v1Populated(dir string) bool {
 func (l *limiter) v1Pods() []types.UID {
 	seen := map[types.UID]bool{}
 	var out []types.UID
-	for _, base := range l.v1 {
+	for _, base := range l.everyV1() {
 		entries, _ := os.ReadDir(base)
 		for _, e := range entries {
 			if uid, ok := strings.CutPrefix(e.Name(), "pod-"); ok && e.IsDir() && !seen[types.UID(uid)] {
@@ -399,7 +417,7 @@ func (l *limiter) v1Pods() []types.UID {
 // killPod kills every process in the pod's v1 cgroups (a pod the state
 // directory has no record of).
 func (l *limiter) killPod(uid types.UID) {
-	for _, base := range l.v1 {
+	for _, base := range l.everyV1() {
 		b, _ := os.ReadFile(filepath.Join(base, "pod-"+string(uid), "cgroup.procs"))
 		for _, f := range strings.Fields(string(b)) {
 			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
@@ -415,9 +433,26 @@ func (l *limiter) removeEmpty() {
 	for _, uid := range l.v1Pods() {
 		_ = l.remove(uid)
 	}
-	for _, base := range l.v1 {
+	for _, base := range l.everyV1() {
 		_ = syscall.Rmdir(base)
 	}
+}
+
+// everyV1 is every v1 directory of the runtime's pods, per controller:
+// those it uses and those an earlier runtime recorded (earlier; never
+// a controller it uses).
+func (l *limiter) everyV1() map[string]string {
+	if len(l.earlier) == 0 {
+		return l.v1
+	}
+	all := make(map[string]string, len(l.v1)+len(l.earlier))
+	for c, dir := range l.v1 {
+		all[c] = dir
+	}
+	for c, dir := range l.earlier {
+		all[c] = dir
+	}
+	return all
 }
 
 // zombieWait bounds how long RemoveCgroups waits for v1 cgroups that

@@ -255,6 +255,7 @@ func TestProcessesOfADesiredPodAreAdoptedNotStartedTwice(t *testing.T) {
 	dir := t.TempDir()
 	uid := types.UID(fmt.Sprintf("adopted-%d", time.Now().UnixNano()))
 	before := crashAgent(t, dir, uid)
+	earlier := v1Recorded(t, dir)
 
 	ev := newEvents()
 	rt := openRuntime(t, processruntime.Options{StateDir: dir, OnEvent: ev.add})
@@ -288,6 +289,33 @@ func TestProcessesOfADesiredPodAreAdoptedNotStartedTwice(t *testing.T) {
 	}
 	require.NoError(t, rt.SyncTerminatedPod(context.Background(), pod, processruntime.PodStatus{}))
 	require.NoError(t, rt.Close(), "the watchers of adopted processes have ended")
+	// The previous agent ran without cgroup v2 (envHelperCgroups off), so
+	// it accounted the pod's CPU in cgroup v1's cpuacct, a hierarchy this
+	// runtime does not use where it has a v2 tree: its pod's cgroups there
+	// are removed all the same.
+	for controller, base := range earlier {
+		assert.NoDirExists(t, filepath.Join(base, "pod-"+string(uid)), "the pod's %s cgroup, made by the previous agent", controller)
+	}
+}
+
+// v1Recorded returns the cgroup v1 directories the runtimes of the state
+// directory dir recorded for their pods, by controller (the file
+// cgroup.v1 there, "<controller> <directory>" a line); none where there
+// is no cgroup v1.
+func v1Recorded(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.v1"))
+	if os.IsNotExist(err) {
+		return out
+	}
+	require.NoError(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if controller, base, ok := strings.Cut(line, " "); ok {
+			out[controller] = base
+		}
+	}
+	return out
 }
 
 func TestAPodWhoseProcessesDiedWhileTheAgentWasDownIsRecordedExited(t *testing.T) {
