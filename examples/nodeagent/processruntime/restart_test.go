@@ -255,7 +255,7 @@ func TestProcessesOfADesiredPodAreAdoptedNotStartedTwice(t *testing.T) {
 	dir := t.TempDir()
 	uid := types.UID(fmt.Sprintf("adopted-%d", time.Now().UnixNano()))
 	before := crashAgent(t, dir, uid)
-	earlier := v1Recorded(t, dir)
+	earlier := processruntime.ReadV1Record(dir)
 
 	ev := newEvents()
 	rt := openRuntime(t, processruntime.Options{StateDir: dir, OnEvent: ev.add})
@@ -296,26 +296,6 @@ func TestProcessesOfADesiredPodAreAdoptedNotStartedTwice(t *testing.T) {
 	for controller, base := range earlier {
 		assert.NoDirExists(t, filepath.Join(base, "pod-"+string(uid)), "the pod's %s cgroup, made by the previous agent", controller)
 	}
-}
-
-// v1Recorded returns the cgroup v1 directories the runtimes of the state
-// directory dir recorded for their pods, by controller (the file
-// cgroup.v1 there, "<controller> <directory>" a line); none where there
-// is no cgroup v1.
-func v1Recorded(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.v1"))
-	if os.IsNotExist(err) {
-		return out
-	}
-	require.NoError(t, err)
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if controller, base, ok := strings.Cut(line, " "); ok {
-			out[controller] = base
-		}
-	}
-	return out
 }
 
 func TestAPodWhoseProcessesDiedWhileTheAgentWasDownIsRecordedExited(t *testing.T) {
