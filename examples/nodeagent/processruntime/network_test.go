@@ -78,6 +78,9 @@ func TestRemoveNetworkAfterClose(t *testing.T) {
 	kept, err := os.ReadDir(filepath.Join(stateDir, "network", "netns"))
 	require.NoError(t, err)
 	assert.Empty(t, kept, "no kept network namespace")
+	// What an uninstaller does after the network: the pod's cgroups, which
+	// no runtime will open stateDir again to remove, go too.
+	require.NoError(t, processruntime.RemoveCgroups(stateDir))
 	require.NoError(t, os.RemoveAll(stateDir), "the state directory can be removed")
 }
 
