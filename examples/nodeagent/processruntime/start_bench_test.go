@@ -137,8 +137,12 @@ func BenchmarkSandboxedPodStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() {
+		// The network first: a closed runtime's is closed too, and its
+		// bridge would be left on the host.
+		if err := rt.TeardownNetwork(context.Background()); err != nil {
+			b.Error(err)
+		}
 		rt.Close()
-		_ = rt.TeardownNetwork(context.Background())
 		if base := rt.Containment().Cgroup; base != "" {
 			_ = os.WriteFile(filepath.Join(base, "cgroup.kill"), []byte("1"), 0)
 			_ = os.Remove(base)
