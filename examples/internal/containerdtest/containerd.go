@@ -388,7 +388,7 @@ func (c *Containerd) teardown(t *testing.T) {
 	}
 	for _, m := range mountsUnder(append([]string{c.Dir}, hostPaths...)) {
 		t.Errorf("containerdtest: %s is still mounted; unmounting it", m)
-		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+		_ = detachMount(m)
 	}
 	for _, p := range hostPaths {
 		if c.existed[p] {

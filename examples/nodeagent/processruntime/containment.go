@@ -139,6 +139,10 @@ func (r *Runtime) Processes() ([]Process, error) {
 // another cgroup itself.
 const cgroupRecordFile = "cgroup"
 
+// sandboxCgroupPrefix names the cgroups of a pod's sandbox init: no
+// container's, whose names hold no '_'.
+const sandboxCgroupPrefix = "sandbox_."
+
 // openContainment chooses the containment at Open: the cgroup recorded by
 // an earlier run on stateDir if it still exists, else a new one under
 // parent (default: the agent's own cgroup), named after stateDir.

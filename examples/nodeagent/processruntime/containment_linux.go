@@ -150,10 +150,6 @@ func (t *cgroupTree) newContainerCgroup(uid types.UID, name string) (string, err
 	return t.newLeafCgroup(uid, "ctr-"+name+".")
 }
 
-// sandboxCgroupPrefix names the cgroups of a pod's sandbox init: no
-// container's, whose names hold no '_'.
-const sandboxCgroupPrefix = "sandbox_."
-
 // newLeafCgroup creates a new cgroup of pod uid named prefix and a number,
 // removing the empty ones of the same prefix.
 func (t *cgroupTree) newLeafCgroup(uid types.UID, prefix string) (string, error) {

@@ -586,7 +586,7 @@ func ReleaseVolumes(stateDir string) error {
 	sort.Sort(sort.Reverse(sort.StringSlice(points)))
 	var errs []error
 	for _, p := range points {
-		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+		if err := detachMount(p); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
 			errs = append(errs, fmt.Errorf("processruntime: unmounting %s: %w", p, err))
 		}
 	}

@@ -1,15 +1,11 @@
 package processruntime_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -121,30 +117,4 @@ func TestUnsupportedVolumeIsRefused(t *testing.T) {
 	err := e.rt.ValidatePod(pod)
 	assert.ErrorIs(t, err, processruntime.ErrUnsupported)
 	assert.Equal(t, volume.ReasonUnsupportedVolume, processruntime.RefusalReason(err))
-}
-
-// ReleaseVolumes unmounts what a volume manager left mounted under a state
-// directory's VolumeRoot, and nothing elsewhere.
-func TestReleaseVolumesUnmountsTheVolumeRoot(t *testing.T) {
-	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	state := t.TempDir()
-	vol := filepath.Join(state, "volumes", "uid-1", "secret")
-	other := filepath.Join(state, "elsewhere")
-	for _, d := range []string{vol, other} {
-		require.NoError(t, os.MkdirAll(d, 0o700))
-		require.NoError(t, syscall.Mount("tmpfs", d, "tmpfs", 0, "size=1m"))
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(other, syscall.MNT_DETACH); _ = syscall.Unmount(vol, syscall.MNT_DETACH) })
-	require.NoError(t, processruntime.ReleaseVolumes(state))
-	isMount := func(dir string) bool {
-		ok, err := volume.LinuxTmpfs{}.IsMountPoint(dir)
-		require.NoError(t, err)
-		return ok
-	}
-	assert.False(t, isMount(vol), "the volume's tmpfs is gone")
-	assert.True(t, isMount(other), "a mount outside the volume root stays")
-	require.NoError(t, processruntime.ReleaseVolumes(state), "nothing left: no error")
 }

@@ -6,7 +6,10 @@ import "k8s.io/apimachinery/pkg/types"
 
 // Limits are Linux's cgroups; elsewhere Open fails before they are needed.
 
-type limiter struct{}
+type limiter struct {
+	v1     map[string]string
+	rlimit bool
+}
 
 func openLimiter(string, *cgroupTree, int64, bool) *limiter              { return &limiter{} }
 func (*limiter) kinds() Limits                                           { return Limits{} }

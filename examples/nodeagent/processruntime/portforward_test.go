@@ -41,7 +41,15 @@ func forward(t *testing.T, rt *processruntime.Runtime, pod *v1.Pod, port int32, 
 // one way as a TCP connection does (a client's end of input).
 func streamPair(t *testing.T) (client, server *net.UnixConn) {
 	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	// Close-on-exec under the fork lock, as the standard library does where
+	// SOCK_CLOEXEC does not exist: no child forked meanwhile inherits them.
+	syscall.ForkLock.RLock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
 	require.NoError(t, err)
 	conn := func(fd int) *net.UnixConn {
 		f := os.NewFile(uintptr(fd), "pair")

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package osthread runs work on an operating-system thread of its own that
 // ends with the work: for work that changes what its thread is (its mount
 // or network namespace, its filesystem context, its cgroup v1 membership,

@@ -1,3 +1,5 @@
+//go:build linux
+
 package osthread_test
 
 import (
