@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -421,25 +420,6 @@ func saveDebug(b *testing.B, url, path string) {
 	}
 	defer out.Close()
 	if _, err := io.Copy(out, resp.Body); err != nil {
-		b.Fatal(err)
-	}
-}
-
-// dropPageCache evicts bin from the page cache, so that the agent maps
-// its binary as a node's agent started from disk does: a binary just
-// written by the linker sits in the page cache in large folios, each
-// mapped whole at its first fault, which adds 10 to 15 MiB to the RSS of
-// a process started from it.
-func dropPageCache(b *testing.B, bin string) {
-	f, err := os.Open(bin)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		b.Fatal(err)
-	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -121,7 +121,7 @@ func (a mockAgent) Run(ctx context.Context) error {
 	// process runtime of this test process ends threads of its own: the
 	// child is forked from a goroutine locked to its thread, which holds
 	// it until the child has ended.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithTest()
 	startErr := make(chan error, 1)
 	done := make(chan error, 1)
 	go func() {

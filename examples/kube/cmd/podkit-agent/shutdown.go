@@ -116,18 +116,18 @@ func allowedPeer(c *net.UnixConn) error {
 	if err != nil {
 		return err
 	}
-	var cred *syscall.Ucred
+	var uid int
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
-		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+		uid, credErr = peerUID(int(fd))
 	}); err != nil {
 		return err
 	}
 	if credErr != nil {
 		return credErr
 	}
-	if cred.Uid != 0 && int(cred.Uid) != os.Geteuid() {
-		return fmt.Errorf("user %d may not shut this node down", cred.Uid)
+	if uid != 0 && uid != os.Geteuid() {
+		return fmt.Errorf("user %d may not shut this node down", uid)
 	}
 	return nil
 }

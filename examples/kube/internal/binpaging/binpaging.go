@@ -88,9 +88,8 @@ func Release() (int, error) {
 		return n, fmt.Errorf("binpaging: %w", err)
 	}
 	defer f.Close()
-	const fadvDontNeed = 4 // POSIX_FADV_DONTNEED on Linux
-	if _, _, errno := syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, fadvDontNeed, 0, 0); errno != 0 {
-		return n, fmt.Errorf("binpaging: fadvise %s: %w", exe, errno)
+	if err := dropCached(f); err != nil {
+		return n, fmt.Errorf("binpaging: fadvise %s: %w", exe, err)
 	}
 	return n, nil
 }
