@@ -234,17 +234,21 @@
 // start step by step (its doc says how to run it); see the example
 // agent's README (examples/kube) for what it measured.
 //
-// Even the small program's start is most of each stage process's CPU: on
-// a paravirtualized 2-core machine, about three quarters of each of the
+// Even the small program's start is most of each stage process's CPU: on a
+// paravirtualized 2-core machine, about three quarters of each of the
 // init, the container stage and the log shim went to the Go runtime's
-// start (its CPUID probes, which trap to the hypervisor, the page faults
-// of a fresh heap and stacks, its threads) and the exit. What is left to
-// save is processes, and each of the two left besides the init holds a
-// guarantee: the container stage waits, before its execve, for the
-// runtime to put it in its container's cgroup (a thread of the init
-// could fork the command only after its seccomp filter is in place, which
-// refuses the clone3 that could start it in that cgroup), and the log
-// shim keeps a container's output flowing while the agent restarts.
+// start (the first growth of its heap, about 1 ms a process there: the
+// page allocator's and the arena's metadata mapped, cleared and faulted
+// in, at the first allocation, which the CPU feature probe makes, so a
+// profile shows it under that probe; the CPUID instructions themselves are
+// under 0.1 ms; the page faults of stacks, its threads, sysmon's first
+// polls) and the exit. What is left to save is processes, and each of the
+// two left besides the init holds a guarantee: the container stage waits,
+// before its execve, for the runtime to put it in its container's cgroup
+// (a thread of the init could fork the command only after its seccomp
+// filter is in place, which refuses the clone3 that could start it in that
+// cgroup), and the log shim keeps a container's output flowing while the
+// agent restarts.
 //
 // # Per-pod features
 //
