@@ -105,8 +105,6 @@ func (c *Cluster) startMetricsServer(ctx context.Context, binary, dir string) (*
 	m.cmd = exec.Command(binary, args...)
 	m.cmd.Stdout = io.MultiWriter(log, m.tail)
 	m.cmd.Stderr = m.cmd.Stdout
-	// It dies with this process (and its group is apart from a
-	// terminal's Ctrl-C, which this process handles).
 	m.cmd.SysProcAttr = childProcAttr()
 	if m.exited, err = startChild(m.cmd, &m.err); err != nil {
 		return nil, fmt.Errorf("clustertest: starting metrics-server: %w", err)
